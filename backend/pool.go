@@ -1,0 +1,406 @@
+package backend
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure one pool. Zero values get the defaults in withDefaults.
+type Options struct {
+	User, Password string
+	DB             string // database selected at connect (may be empty)
+	CollationID    uint8  // handshake collation
+	Charset        string // charset/collation the handshake sets: the base State
+	Collation      string
+	BaseState      *State // shared base state object (optional): sessions in it need no sync
+
+	MaxConns       int           // hard cap on open connections
+	MinIdle        int           // warm set kept open
+	WaitTimeout    time.Duration // Get waits at most this long for a free slot
+	IdleTimeout    time.Duration // idle connections above MinIdle close after this
+	MaxLifetime    time.Duration // connections are retired after this
+	ValidateAfter  time.Duration // connections idle longer are pinged before use
+	ConnectTimeout time.Duration // dial + handshake
+	NoDelay        bool
+	ReadBuffer     int
+	WriteBuffer    int
+	MaxPacket      int
+}
+
+func (o *Options) withDefaults() {
+	if o.MaxConns <= 0 {
+		o.MaxConns = 16
+	}
+	if o.MinIdle > o.MaxConns {
+		o.MinIdle = o.MaxConns
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = 5 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = time.Minute
+	}
+	if o.MaxLifetime <= 0 {
+		o.MaxLifetime = time.Hour
+	}
+	if o.ValidateAfter <= 0 {
+		o.ValidateAfter = 2 * time.Second
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 3 * time.Second
+	}
+	if o.ReadBuffer <= 0 {
+		o.ReadBuffer = 16 << 10
+	}
+	if o.WriteBuffer <= 0 {
+		o.WriteBuffer = 16 << 10
+	}
+	if o.MaxPacket <= 0 {
+		o.MaxPacket = 64 << 20
+	}
+	if o.Charset == "" {
+		o.Charset = "utf8mb4"
+	}
+	if o.CollationID == 0 {
+		o.CollationID = 45 // utf8mb4_general_ci
+	}
+}
+
+// PoolStats is a snapshot of a pool's counters.
+type PoolStats struct {
+	Open, InUse, Idle int64
+	Waits             int64         // Get calls that had to wait
+	WaitTime          time.Duration // total time spent waiting
+	Timeouts          int64         // Get calls that gave up
+	DialErrors        int64
+	Dials             int64
+	Closed            int64 // connections closed (broken, expired, idle)
+}
+
+// Pool is a bounded pool of connections to one backend server.
+//
+// Concurrency: a slot in sem is held by every connection in use (or being
+// dialed), so at most MaxConns are in use. Get takes a slot (waiting up to
+// WaitTimeout), then reuses an idle connection or dials; Put frees the slot.
+// Put closes instead of idling when more than MaxConns are open, so the open
+// count stays bounded too. The idle stack is guarded by a mutex held only for
+// a push or pop.
+type Pool struct {
+	node string
+	addr string
+	opts Options
+
+	baseState *State
+
+	sem chan struct{}
+
+	mu   sync.Mutex
+	idle []*Conn // LIFO: hot connections stay hot, cold ones age out
+
+	closed atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	open, inUse, waits, waitNanos, timeouts, dialErrors, dials, closedN atomic.Int64
+}
+
+// NewPool creates a pool and starts its maintenance goroutine, which opens
+// the warm set in the background. It never fails: a dead backend shows up
+// as errors from Get.
+func NewPool(node, addr string, opts Options) *Pool {
+	opts.withDefaults()
+	p := &Pool{
+		node:      node,
+		addr:      addr,
+		opts:      opts,
+		baseState: opts.BaseState,
+		sem:       make(chan struct{}, opts.MaxConns),
+		stop:      make(chan struct{}),
+	}
+	if p.baseState == nil {
+		p.baseState = NewState(opts.Charset, opts.Collation)
+	}
+	p.wg.Add(1)
+	go p.maintain()
+	return p
+}
+
+// Node is the node name this pool serves.
+func (p *Pool) Node() string { return p.node }
+
+// Addr is the backend address.
+func (p *Pool) Addr() string { return p.addr }
+
+// Options returns the pool's effective options.
+func (p *Pool) Options() Options { return p.opts }
+
+// BaseState is the session state of a freshly opened connection.
+func (p *Pool) BaseState() *State { return p.baseState }
+
+// Get returns a connection, waiting up to the pool's WaitTimeout (or ctx)
+// for a free slot.
+func (p *Pool) Get(ctx context.Context) (*Conn, error) {
+	if p.closed.Load() {
+		return nil, &Error{Kind: KindClosed, Node: p.node, Addr: p.addr, Msg: "pool is closed"}
+	}
+	select {
+	case p.sem <- struct{}{}:
+	default:
+		if err := p.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for {
+		c := p.popIdle()
+		if c == nil {
+			break
+		}
+		now := time.Now()
+		if now.Sub(c.created) > p.opts.MaxLifetime {
+			p.closeConn(c, false)
+			continue
+		}
+		if now.Sub(c.lastUsed) > p.opts.ValidateAfter {
+			_ = c.SetDeadline(now.Add(p.opts.ConnectTimeout))
+			err := c.Ping()
+			_ = c.SetDeadline(time.Time{})
+			if err != nil {
+				p.closeConn(c, false)
+				continue
+			}
+		}
+		p.inUse.Add(1)
+		return c, nil
+	}
+	c, err := p.dial(ctx)
+	if err != nil {
+		<-p.sem
+		return nil, err
+	}
+	p.inUse.Add(1)
+	return c, nil
+}
+
+func (p *Pool) wait(ctx context.Context) error {
+	p.waits.Add(1)
+	start := time.Now()
+	t := time.NewTimer(p.opts.WaitTimeout)
+	defer t.Stop()
+	select {
+	case p.sem <- struct{}{}:
+		p.waitNanos.Add(int64(time.Since(start)))
+		return nil
+	case <-t.C:
+		p.waitNanos.Add(int64(time.Since(start)))
+		p.timeouts.Add(1)
+		return &Error{Kind: KindPoolTimeout, Node: p.node, Addr: p.addr,
+			Msg: "no backend connection free within pool_wait_timeout " + p.opts.WaitTimeout.String() +
+				" (max_conns_limit " + itoa(p.opts.MaxConns) + " in use)"}
+	case <-ctx.Done():
+		p.waitNanos.Add(int64(time.Since(start)))
+		return &Error{Kind: KindPoolTimeout, Node: p.node, Addr: p.addr, Msg: "waiting for a backend connection", Err: ctx.Err()}
+	case <-p.stop:
+		return &Error{Kind: KindClosed, Node: p.node, Addr: p.addr, Msg: "pool is closed"}
+	}
+}
+
+func (p *Pool) dial(ctx context.Context) (*Conn, error) {
+	p.dials.Add(1)
+	c, err := dial(ctx, p)
+	if err != nil {
+		p.dialErrors.Add(1)
+		return nil, err
+	}
+	p.open.Add(1)
+	return c, nil
+}
+
+func (p *Pool) popIdle() *Conn {
+	p.mu.Lock()
+	n := len(p.idle)
+	if n == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	c := p.idle[n-1]
+	p.idle[n-1] = nil
+	p.idle = p.idle[:n-1]
+	p.mu.Unlock()
+	return c
+}
+
+// Put returns a connection obtained from Get. A broken connection, or one
+// the pool no longer wants, is closed and its slot freed.
+func (p *Pool) Put(c *Conn) {
+	p.inUse.Add(-1)
+	if c.broken || p.closed.Load() {
+		p.closeConn(c, true)
+		return
+	}
+	if p.open.Load() > int64(p.opts.MaxConns) {
+		p.closeConn(c, true)
+		return
+	}
+	c.lastUsed = time.Now()
+	p.mu.Lock()
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+	<-p.sem
+}
+
+// Discard closes a connection obtained from Get instead of returning it.
+func (p *Pool) Discard(c *Conn) {
+	p.inUse.Add(-1)
+	p.closeConn(c, true)
+}
+
+// closeConn closes c; held says whether the caller holds a slot to release
+// with it (idle connections hold none).
+func (p *Pool) closeConn(c *Conn, held bool) {
+	c.close()
+	p.open.Add(-1)
+	p.closedN.Add(1)
+	if held {
+		<-p.sem
+	}
+}
+
+// Stats returns a snapshot of the pool's counters.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	idle := len(p.idle)
+	p.mu.Unlock()
+	return PoolStats{
+		Open: p.open.Load(), InUse: p.inUse.Load(), Idle: int64(idle),
+		Waits: p.waits.Load(), WaitTime: time.Duration(p.waitNanos.Load()),
+		Timeouts: p.timeouts.Load(), DialErrors: p.dialErrors.Load(),
+		Dials: p.dials.Load(), Closed: p.closedN.Load(),
+	}
+}
+
+// maintain closes idle connections past IdleTimeout (above MinIdle) or
+// MaxLifetime, and tops the idle set up to MinIdle.
+func (p *Pool) maintain() {
+	defer p.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	p.fill()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-tick.C:
+			p.reap()
+			p.fill()
+		}
+	}
+}
+
+func (p *Pool) reap() {
+	now := time.Now()
+	var old []*Conn
+	p.mu.Lock()
+	keep := p.idle[:0]
+	// idle[0] is the coldest; keep the newest MinIdle regardless of age.
+	excess := len(p.idle) - p.opts.MinIdle
+	for i, c := range p.idle {
+		expired := now.Sub(c.created) > p.opts.MaxLifetime
+		idleTooLong := i < excess && now.Sub(c.lastUsed) > p.opts.IdleTimeout
+		if expired || idleTooLong {
+			old = append(old, c)
+			continue
+		}
+		keep = append(keep, c)
+	}
+	for i := len(keep); i < len(p.idle); i++ {
+		p.idle[i] = nil
+	}
+	p.idle = keep
+	p.mu.Unlock()
+	for _, c := range old {
+		p.closeConn(c, false)
+	}
+}
+
+func (p *Pool) fill() {
+	for !p.closed.Load() {
+		p.mu.Lock()
+		idle := len(p.idle)
+		p.mu.Unlock()
+		if idle >= p.opts.MinIdle || int(p.open.Load()) >= p.opts.MaxConns {
+			return
+		}
+		select {
+		case p.sem <- struct{}{}:
+		default:
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), p.opts.ConnectTimeout)
+		c, err := p.dial(ctx)
+		cancel()
+		if err != nil {
+			<-p.sem
+			return
+		}
+		c.lastUsed = time.Now()
+		p.mu.Lock()
+		p.idle = append(p.idle, c)
+		p.mu.Unlock()
+		<-p.sem
+	}
+}
+
+// Close stops maintenance and closes idle connections. Connections in use
+// are closed when they are returned.
+func (p *Pool) Close() {
+	if p.closed.Swap(true) {
+		return
+	}
+	close(p.stop)
+	p.wg.Wait()
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.close()
+		p.open.Add(-1)
+		p.closedN.Add(1)
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// KillQuery interrupts the statement running on the backend connection with
+// the given thread id, over a fresh connection (the pool may be exhausted).
+func (p *Pool) KillQuery(ctx context.Context, threadID uint32) error {
+	c, err := dial(ctx, p)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	_, err = c.Exec("KILL QUERY " + itoa(int(threadID)))
+	return err
+}

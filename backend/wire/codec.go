@@ -1,0 +1,237 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// Packet header bytes.
+const (
+	OKHeader       = 0x00
+	ErrHeader      = 0xff
+	EOFHeader      = 0xfe
+	LocalInfileHdr = 0xfb
+)
+
+// Status flags (server_status in OK/EOF packets).
+const (
+	StatusInTrans            = mysql.SERVER_STATUS_IN_TRANS
+	StatusAutocommit         = mysql.SERVER_STATUS_AUTOCOMMIT
+	StatusMoreResultsExists  = mysql.SERVER_MORE_RESULTS_EXISTS
+	StatusCursorExists       = mysql.SERVER_STATUS_CURSOR_EXISTS
+	StatusLastRowSent        = mysql.SERVER_STATUS_LAST_ROW_SEND
+	StatusSessionStateChange = mysql.SERVER_SESSION_STATE_CHANGED
+)
+
+// ErrMalformed reports a packet that does not decode.
+var ErrMalformed = errors.New("malformed packet")
+
+// IsEOF reports whether a payload is an EOF packet or, with
+// CLIENT_DEPRECATE_EOF, the OK packet that ends a result set.
+func IsEOF(p []byte) bool {
+	return len(p) > 0 && p[0] == EOFHeader && len(p) < MaxPayload
+}
+
+// IsOldEOF reports whether p is a classic 5-byte EOF packet.
+func IsOldEOF(p []byte) bool { return len(p) > 0 && p[0] == EOFHeader && len(p) < 9 }
+
+// OK is the decoded part of an OK packet keyshard needs.
+type OK struct {
+	AffectedRows uint64
+	InsertID     uint64
+	Status       uint16
+	Warnings     uint16
+	Info         []byte // human readable info (aliases the packet)
+}
+
+// ParseOK decodes an OK packet (header 0x00 or, at the end of a result set
+// with CLIENT_DEPRECATE_EOF, 0xfe). Session-state info is not decoded.
+func ParseOK(p []byte) (OK, error) {
+	var ok OK
+	if len(p) < 1 {
+		return ok, ErrMalformed
+	}
+	pos := 1
+	var n int
+	var isNull bool
+	ok.AffectedRows, isNull, n = lenEncInt(p[pos:])
+	if isNull || n == 0 || pos+n > len(p) {
+		return ok, ErrMalformed
+	}
+	pos += n
+	ok.InsertID, isNull, n = lenEncInt(p[pos:])
+	if isNull || n == 0 || pos+n > len(p) {
+		return ok, ErrMalformed
+	}
+	pos += n
+	if pos+4 > len(p) {
+		// Pre-4.1 style OK without status; treat as autocommit, no warnings.
+		ok.Status = StatusAutocommit
+		return ok, nil
+	}
+	ok.Status = binary.LittleEndian.Uint16(p[pos:])
+	ok.Warnings = binary.LittleEndian.Uint16(p[pos+2:])
+	pos += 4
+	if pos < len(p) {
+		ok.Info = p[pos:]
+	}
+	return ok, nil
+}
+
+// ParseEOF decodes a classic EOF packet's warnings and status.
+func ParseEOF(p []byte) (warnings, status uint16) {
+	if len(p) >= 5 {
+		return binary.LittleEndian.Uint16(p[1:]), binary.LittleEndian.Uint16(p[3:])
+	}
+	return 0, 0
+}
+
+// ParseErr decodes an ERR packet (protocol 4.1) into a *mysql.MyError.
+func ParseErr(p []byte) *mysql.MyError {
+	e := &mysql.MyError{State: mysql.DEFAULT_MYSQL_STATE}
+	if len(p) < 3 {
+		e.Code = mysql.ER_UNKNOWN_ERROR
+		e.Message = "malformed error packet"
+		return e
+	}
+	e.Code = binary.LittleEndian.Uint16(p[1:])
+	pos := 3
+	if len(p) >= pos+6 && p[pos] == '#' {
+		e.State = string(p[pos+1 : pos+6])
+		pos += 6
+	}
+	e.Message = string(p[pos:])
+	return e
+}
+
+// AppendOK appends an OK packet payload.
+func AppendOK(b []byte, affected, insertID uint64, status, warnings uint16, info string) []byte {
+	b = append(b, OKHeader)
+	b = mysql.AppendLengthEncodedInteger(b, affected)
+	b = mysql.AppendLengthEncodedInteger(b, insertID)
+	b = binary.LittleEndian.AppendUint16(b, status)
+	b = binary.LittleEndian.AppendUint16(b, warnings)
+	return append(b, info...)
+}
+
+// AppendEOF appends a classic EOF packet payload.
+func AppendEOF(b []byte, warnings, status uint16) []byte {
+	b = append(b, EOFHeader)
+	b = binary.LittleEndian.AppendUint16(b, warnings)
+	return binary.LittleEndian.AppendUint16(b, status)
+}
+
+// AppendResultEndOK appends the 0xfe-headed OK that ends a result set when
+// CLIENT_DEPRECATE_EOF is on.
+func AppendResultEndOK(b []byte, warnings, status uint16) []byte {
+	b = append(b, EOFHeader, 0, 0)
+	b = binary.LittleEndian.AppendUint16(b, status)
+	return binary.LittleEndian.AppendUint16(b, warnings)
+}
+
+// AppendErr appends an ERR packet payload.
+func AppendErr(b []byte, code uint16, state, msg string) []byte {
+	b = append(b, ErrHeader)
+	b = binary.LittleEndian.AppendUint16(b, code)
+	if len(state) != 5 {
+		state = mysql.DEFAULT_MYSQL_STATE
+	}
+	b = append(b, '#')
+	b = append(b, state...)
+	return append(b, msg...)
+}
+
+// AppendLenEncString appends a length-encoded string.
+func AppendLenEncString(b []byte, s string) []byte {
+	b = mysql.AppendLengthEncodedInteger(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// AppendLenEncNull appends the NULL marker of a text row.
+func AppendLenEncNull(b []byte) []byte { return append(b, 0xfb) }
+
+// ReadLenEncString decodes a length-encoded string at p[pos:] and returns it
+// with the new position. null is true for the 0xfb NULL marker.
+func ReadLenEncString(p []byte, pos int) (s []byte, null bool, next int, err error) {
+	if pos >= len(p) {
+		return nil, false, pos, ErrMalformed
+	}
+	n, isNull, m := lenEncInt(p[pos:])
+	if isNull {
+		return nil, true, pos + 1, nil
+	}
+	if m == 0 || pos+m+int(n) > len(p) || int(n) < 0 {
+		return nil, false, pos, ErrMalformed
+	}
+	pos += m
+	return p[pos : pos+int(n)], false, pos + int(n), nil
+}
+
+// ReadLenEncInt decodes a length-encoded integer at p[pos:].
+func ReadLenEncInt(p []byte, pos int) (v uint64, next int, err error) {
+	if pos >= len(p) {
+		return 0, pos, ErrMalformed
+	}
+	v, _, m := lenEncInt(p[pos:])
+	if m == 0 || pos+m > len(p) {
+		return 0, pos, ErrMalformed
+	}
+	return v, pos + m, nil
+}
+
+// ReadNulString decodes a NUL-terminated string at p[pos:].
+func ReadNulString(p []byte, pos int) (s []byte, next int, err error) {
+	for i := pos; i < len(p); i++ {
+		if p[i] == 0 {
+			return p[pos:i], i + 1, nil
+		}
+	}
+	return nil, pos, fmt.Errorf("%w: unterminated string", ErrMalformed)
+}
+
+// ColumnName extracts the name (not the original name) from a column
+// definition packet (protocol 4.1).
+func ColumnName(p []byte) ([]byte, error) {
+	pos := 0
+	var err error
+	for i := 0; i < 4; i++ { // catalog, schema, table, org_table
+		if _, _, pos, err = ReadLenEncString(p, pos); err != nil {
+			return nil, err
+		}
+	}
+	name, _, _, err := ReadLenEncString(p, pos)
+	return name, err
+}
+
+// lenEncInt decodes a length-encoded integer; n == 0 means b is too short.
+// (go-mysql's LengthEncodedInt indexes past short input.)
+func lenEncInt(b []byte) (v uint64, isNull bool, n int) {
+	if len(b) == 0 {
+		return 0, false, 0
+	}
+	switch b[0] {
+	case 0xfb:
+		return 0, true, 1
+	case 0xfc:
+		if len(b) < 3 {
+			return 0, false, 0
+		}
+		return uint64(b[1]) | uint64(b[2])<<8, false, 3
+	case 0xfd:
+		if len(b) < 4 {
+			return 0, false, 0
+		}
+		return uint64(b[1]) | uint64(b[2])<<8 | uint64(b[3])<<16, false, 4
+	case 0xfe:
+		if len(b) < 9 {
+			return 0, false, 0
+		}
+		return binary.LittleEndian.Uint64(b[1:]), false, 9
+	case 0xff:
+		return 0, false, 0
+	}
+	return uint64(b[0]), false, 1
+}

@@ -1,0 +1,235 @@
+package wire
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+)
+
+// MaxPayload is the largest payload of one physical packet; a logical packet
+// of this size or more continues in the next physical packet.
+const MaxPayload = 1<<24 - 1
+
+// ErrPacketTooLarge is returned by ReadPacket when a logical packet would
+// exceed the connection's read limit.
+var ErrPacketTooLarge = errors.New("packet larger than max_allowed_packet")
+
+// ErrSequence is returned when a packet arrives with an unexpected sequence id.
+var ErrSequence = errors.New("packets out of order")
+
+// Conn is a MySQL packet connection. It is not safe for concurrent use,
+// except Close and NetConn which may be called from any goroutine.
+type Conn struct {
+	nc net.Conn
+	br *bufio.Reader
+	bw *bufio.Writer
+
+	// Seq is the sequence id expected on the next read and used on the next
+	// write. Callers reset it to 0 at the start of each command.
+	Seq uint8
+
+	// MaxRead bounds the size of a logical packet read by ReadPacket.
+	MaxRead int
+
+	big    []byte // scratch for packets that do not fit the reader's buffer
+	header [4]byte
+}
+
+// NewConn wraps nc with a reader and a writer of the given buffer sizes.
+func NewConn(nc net.Conn, readBuf, writeBuf int) *Conn {
+	if readBuf < 4096 {
+		readBuf = 4096
+	}
+	if writeBuf < 4096 {
+		writeBuf = 4096
+	}
+	return &Conn{
+		nc:      nc,
+		br:      bufio.NewReaderSize(nc, readBuf),
+		bw:      bufio.NewWriterSize(nc, writeBuf),
+		MaxRead: 64 << 20,
+	}
+}
+
+// NetConn returns the underlying connection.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Reset points the connection at a new net.Conn (after a TLS upgrade) with
+// fresh buffers of the same size. Nothing may be buffered when it is called.
+func (c *Conn) Reset(nc net.Conn) {
+	c.nc = nc
+	c.br.Reset(nc)
+	c.bw.Reset(nc)
+}
+
+// Buffered reports how many bytes are waiting in the read buffer.
+func (c *Conn) Buffered() int { return c.br.Buffered() }
+
+// Close closes the underlying connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// ReadRaw reads one physical packet and returns its payload. The slice
+// aliases an internal buffer and is valid until the next read. The sequence
+// id is checked and advanced.
+func (c *Conn) ReadRaw() ([]byte, error) {
+	hdr, err := c.br.Peek(4)
+	if err != nil {
+		return nil, err
+	}
+	n := int(uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16)
+	seq := hdr[3]
+	if seq != c.Seq {
+		return nil, fmt.Errorf("%w: got sequence %d, want %d", ErrSequence, seq, c.Seq)
+	}
+	c.Seq++
+	if 4+n <= c.br.Size() {
+		p, err := c.br.Peek(4 + n)
+		if err != nil {
+			return nil, noEOF(err)
+		}
+		// Discard cannot fail for bytes already peeked.
+		_, _ = c.br.Discard(4 + n)
+		return p[4:], nil
+	}
+	_, _ = c.br.Discard(4)
+	if cap(c.big) < n {
+		c.big = make([]byte, n)
+	}
+	p := c.big[:n]
+	if _, err := io.ReadFull(c.br, p); err != nil {
+		return nil, noEOF(err)
+	}
+	return p, nil
+}
+
+// ReadPacket reads one logical packet, joining physical packets of
+// MaxPayload bytes. The slice is valid until the next read.
+func (c *Conn) ReadPacket() ([]byte, error) {
+	p, err := c.ReadRaw()
+	if err != nil || len(p) < MaxPayload {
+		return p, err
+	}
+	// A logical packet spanning several physical ones: copy into an owned
+	// buffer, bounded by MaxRead.
+	buf := make([]byte, 0, 2*MaxPayload)
+	buf = append(buf, p...)
+	for {
+		p, err = c.ReadRaw()
+		if err != nil {
+			return nil, err
+		}
+		if len(buf)+len(p) > c.MaxRead {
+			return nil, ErrPacketTooLarge
+		}
+		buf = append(buf, p...)
+		if len(p) < MaxPayload {
+			return buf, nil
+		}
+	}
+}
+
+// PeekLength returns the payload length of the next physical packet without
+// consuming it. Used to refuse oversized packets before reading them.
+func (c *Conn) PeekLength() (int, error) {
+	hdr, err := c.br.Peek(4)
+	if err != nil {
+		return 0, err
+	}
+	return int(uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16), nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// WritePacket buffers payload as one logical packet (split into physical
+// packets as needed) with consecutive sequence ids.
+func (c *Conn) WritePacket(payload []byte) error {
+	for {
+		n := len(payload)
+		if n > MaxPayload {
+			n = MaxPayload
+		}
+		if err := c.writeHeader(n); err != nil {
+			return err
+		}
+		if _, err := c.bw.Write(payload[:n]); err != nil {
+			return err
+		}
+		payload = payload[n:]
+		if n < MaxPayload {
+			return nil
+		}
+	}
+}
+
+// WriteRaw buffers payload as exactly one physical packet; the caller is
+// relaying physical packets and has already split them.
+func (c *Conn) WriteRaw(payload []byte) error {
+	if err := c.writeHeader(len(payload)); err != nil {
+		return err
+	}
+	_, err := c.bw.Write(payload)
+	return err
+}
+
+func (c *Conn) writeHeader(n int) error {
+	c.header[0] = byte(n)
+	c.header[1] = byte(n >> 8)
+	c.header[2] = byte(n >> 16)
+	c.header[3] = c.Seq
+	c.Seq++
+	_, err := c.bw.Write(c.header[:])
+	return err
+}
+
+// Flush writes buffered packets to the socket.
+func (c *Conn) Flush() error { return c.bw.Flush() }
+
+// WriteBuffered reports how many bytes wait in the write buffer.
+func (c *Conn) WriteBuffered() int { return c.bw.Buffered() }
+
+// WriteCommand starts a new command: it resets the sequence id and buffers
+// one logical packet made of the command byte followed by arg, without
+// copying arg into a temporary slice.
+func (c *Conn) WriteCommand(cmd byte, arg []byte) error {
+	c.Seq = 0
+	n := 1 + len(arg)
+	if n >= MaxPayload {
+		p := make([]byte, 0, n)
+		p = append(p, cmd)
+		return c.WritePacket(append(p, arg...))
+	}
+	if err := c.writeHeader(n); err != nil {
+		return err
+	}
+	if err := c.bw.WriteByte(cmd); err != nil {
+		return err
+	}
+	_, err := c.bw.Write(arg)
+	return err
+}
+
+// WriteCommandString is WriteCommand for a string argument (COM_QUERY).
+func (c *Conn) WriteCommandString(cmd byte, arg string) error {
+	c.Seq = 0
+	n := 1 + len(arg)
+	if n >= MaxPayload {
+		p := make([]byte, 0, n)
+		p = append(p, cmd)
+		return c.WritePacket(append(p, arg...))
+	}
+	if err := c.writeHeader(n); err != nil {
+		return err
+	}
+	if err := c.bw.WriteByte(cmd); err != nil {
+		return err
+	}
+	_, err := c.bw.WriteString(arg)
+	return err
+}

@@ -1,0 +1,42 @@
+// Package admin serves keyshard's operator HTTP endpoints: Prometheus
+// /metrics, Go's pprof under /debug/pprof/ (mounted explicitly, never via
+// the default mux), and /healthz. It reads proxy state and changes nothing.
+package admin
+
+import (
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// EnableContentionProfiles turns on sampling for the mutex and block
+// profiles so /debug/pprof/mutex and /debug/pprof/block have data. The
+// rates keep the overhead small: 1 in 100 mutex contentions, and blocking
+// events sampled in proportion to their length (all of 1 ms or more).
+func EnableContentionProfiles() {
+	runtime.SetMutexProfileFraction(100)
+	runtime.SetBlockProfileRate(1_000_000)
+}
+
+// Handler returns the admin mux. health reports whether keyshard can serve
+// (nil) or why not.
+func Handler(reg *prometheus.Registry, health func() error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := health(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

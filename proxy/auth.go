@@ -1,0 +1,348 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha1"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/binary"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend/wire"
+)
+
+// serverCaps are the capabilities keyshard offers clients. CLIENT_SSL is
+// added when TLS is configured.
+const serverCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG |
+	mysql.CLIENT_CONNECT_WITH_DB | mysql.CLIENT_LOCAL_FILES | mysql.CLIENT_PROTOCOL_41 |
+	mysql.CLIENT_INTERACTIVE | mysql.CLIENT_TRANSACTIONS | mysql.CLIENT_SECURE_CONNECTION |
+	mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS |
+	mysql.CLIENT_PLUGIN_AUTH | mysql.CLIENT_CONNECT_ATTRS | mysql.CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA |
+	mysql.CLIENT_DEPRECATE_EOF
+
+// ServerVersion is what clients see as the server version. 5.7-compatible on
+// purpose: clients pick their SQL dialect from it and the backends are
+// MariaDB/MySQL 5.7-style servers.
+const ServerVersion = "5.7.99-keyshard"
+
+const defaultCollationID = 45 // utf8mb4_general_ci
+
+// newScramble returns 20 random printable bytes (no NUL, as MySQL does).
+func newScramble() []byte {
+	b := make([]byte, 20)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = b[i]%94 + 33
+	}
+	return b
+}
+
+// handshakeResponse is the decoded HandshakeResponse41.
+type handshakeResponse struct {
+	caps      uint32
+	collation uint8
+	user      string
+	auth      []byte
+	db        string
+	plugin    string
+}
+
+func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
+	if len(p) < 32 {
+		return nil, newErr(errMalformedPacket, "handshake response too short")
+	}
+	r := &handshakeResponse{}
+	r.caps = binary.LittleEndian.Uint32(p)
+	if r.caps&mysql.CLIENT_PROTOCOL_41 == 0 {
+		return nil, newErr(errNotSupported, "client does not support protocol 4.1")
+	}
+	r.collation = p[8]
+	pos := 32
+	user, pos, err := wire.ReadNulString(p, pos)
+	if err != nil {
+		return nil, newErr(errMalformedPacket, "handshake response: bad user name")
+	}
+	r.user = string(user)
+	switch {
+	case r.caps&mysql.CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA != 0:
+		auth, _, next, err := wire.ReadLenEncString(p, pos)
+		if err != nil {
+			return nil, newErr(errMalformedPacket, "handshake response: bad auth data")
+		}
+		r.auth, pos = bytes.Clone(auth), next
+	case r.caps&mysql.CLIENT_SECURE_CONNECTION != 0:
+		if pos >= len(p) || pos+1+int(p[pos]) > len(p) {
+			return nil, newErr(errMalformedPacket, "handshake response: bad auth data")
+		}
+		n := int(p[pos])
+		r.auth = bytes.Clone(p[pos+1 : pos+1+n])
+		pos += 1 + n
+	default:
+		auth, next, err := wire.ReadNulString(p, pos)
+		if err != nil {
+			return nil, newErr(errMalformedPacket, "handshake response: bad auth data")
+		}
+		r.auth, pos = bytes.Clone(auth), next
+	}
+	if r.caps&mysql.CLIENT_CONNECT_WITH_DB != 0 && pos < len(p) {
+		db, next, err := wire.ReadNulString(p, pos)
+		if err != nil {
+			return nil, newErr(errMalformedPacket, "handshake response: bad database name")
+		}
+		r.db, pos = string(db), next
+	}
+	if r.caps&mysql.CLIENT_PLUGIN_AUTH != 0 && pos < len(p) {
+		name, _, err := wire.ReadNulString(p, pos)
+		if err != nil {
+			name = p[pos:]
+		}
+		r.plugin = string(name)
+	}
+	return r, nil
+}
+
+// writeInitialHandshake sends Protocol::HandshakeV10.
+func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
+	caps := uint32(serverCaps)
+	if s.srv.tlsConf != nil {
+		caps |= mysql.CLIENT_SSL
+	}
+	b := make([]byte, 0, 128)
+	b = append(b, 10)
+	b = append(b, ServerVersion...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, s.id)
+	b = append(b, scramble[:8]...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint16(b, uint16(caps))
+	b = append(b, defaultCollationID)
+	b = binary.LittleEndian.AppendUint16(b, wire.StatusAutocommit)
+	b = binary.LittleEndian.AppendUint16(b, uint16(caps>>16))
+	b = append(b, byte(len(scramble)+1))
+	b = append(b, make([]byte, 10)...)
+	b = append(b, scramble[8:]...)
+	b = append(b, 0)
+	b = append(b, plugin...)
+	b = append(b, 0)
+	if err := s.pkt.WritePacket(b); err != nil {
+		return err
+	}
+	return s.pkt.Flush()
+}
+
+// handshake runs the connection phase: greeting, optional TLS upgrade,
+// authentication (with auth switch and caching_sha2 full authentication).
+func (s *Session) handshake() error {
+	cfg := s.srv.cfg
+	plugin := defaultPlugin(cfg.DefaultAuthPlugin)
+	scramble := newScramble()
+	if err := s.writeInitialHandshake(scramble, plugin); err != nil {
+		return err
+	}
+	p, err := s.pkt.ReadPacket()
+	if err != nil {
+		return err
+	}
+	if len(p) >= 4 && binary.LittleEndian.Uint32(p)&mysql.CLIENT_SSL != 0 && len(p) == 32 {
+		if s.srv.tlsConf == nil {
+			return newErr(errNotSupported, "TLS requested but keyshard has no tls_cert/tls_key")
+		}
+		tc := tls.Server(s.nc, s.srv.tlsConf)
+		if err := tc.Handshake(); err != nil {
+			return err
+		}
+		s.nc = tc
+		s.tls = true
+		s.pkt.Reset(tc)
+		if p, err = s.pkt.ReadPacket(); err != nil {
+			return err
+		}
+	}
+	r, err := parseHandshakeResponse(p)
+	if err != nil {
+		return err
+	}
+	s.caps = r.caps & (serverCaps | mysql.CLIENT_SSL)
+	if err := s.authenticate(r.user, r.plugin, r.auth, scramble); err != nil {
+		return err
+	}
+	s.user = r.user
+	s.collation = r.collation
+	return s.startSession(r.db)
+}
+
+func defaultPlugin(name string) string {
+	if name == mysql.AUTH_CACHING_SHA2_PASSWORD {
+		return name
+	}
+	return mysql.AUTH_NATIVE_PASSWORD
+}
+
+// authenticate checks the client's credentials. clientPlugin and auth are
+// what the client sent for scramble; an auth switch happens when the user's
+// configured plugin differs or the client's is not supported.
+func (s *Session) authenticate(user, clientPlugin string, auth, scramble []byte) error {
+	denied := newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", user, s.remoteHost, yesNo(len(auth) > 0))
+	uc, ok := s.srv.cfg.UserPassword(user)
+	want := clientPlugin
+	if ok && uc.AuthPlugin != "" {
+		want = uc.AuthPlugin
+	}
+	if want != mysql.AUTH_NATIVE_PASSWORD && want != mysql.AUTH_CACHING_SHA2_PASSWORD {
+		want = defaultPlugin(s.srv.cfg.DefaultAuthPlugin)
+	}
+	if want != clientPlugin {
+		scramble = newScramble()
+		b := make([]byte, 0, 64)
+		b = append(b, wire.EOFHeader)
+		b = append(b, want...)
+		b = append(b, 0)
+		b = append(b, scramble...)
+		b = append(b, 0)
+		if err := s.writeFlush(b); err != nil {
+			return err
+		}
+		p, err := s.pkt.ReadPacket()
+		if err != nil {
+			return err
+		}
+		auth = bytes.Clone(p)
+		denied = newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", user, s.remoteHost, yesNo(len(auth) > 0))
+	}
+	if !ok {
+		return denied
+	}
+	if want == mysql.AUTH_NATIVE_PASSWORD {
+		if uc.Password == "" {
+			if len(auth) != 0 {
+				return denied
+			}
+			return nil
+		}
+		if subtle.ConstantTimeCompare(auth, mysql.CalcNativePassword(scramble, []byte(uc.Password))) != 1 {
+			return denied
+		}
+		return nil
+	}
+	return s.cachingSha2(uc.User, uc.Password, auth, scramble, denied)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "YES"
+	}
+	return "NO"
+}
+
+// cachingSha2 implements caching_sha2_password: the fast path for users
+// whose hash is cached after an earlier full authentication, and full
+// authentication over TLS (cleartext) or over a plain connection (RSA).
+func (s *Session) cachingSha2(user, password string, auth, scramble []byte, denied error) error {
+	if password == "" {
+		if len(auth) != 0 {
+			return denied
+		}
+		return nil
+	}
+	if len(auth) == 0 {
+		return denied
+	}
+	if _, cached := s.srv.sha2Cache.Load(user + "\x00" + password); cached {
+		if subtle.ConstantTimeCompare(auth, mysql.CalcCachingSha2Password(scramble, []byte(password))) != 1 {
+			return denied
+		}
+		return s.writeFlush([]byte{0x01, 0x03}) // fast auth success; OK follows
+	}
+	if err := s.writeFlush([]byte{0x01, 0x04}); err != nil { // perform full authentication
+		return err
+	}
+	p, err := s.pkt.ReadPacket()
+	if err != nil {
+		return err
+	}
+	var clear []byte
+	switch {
+	case s.tls:
+		clear = bytes.TrimRight(p, "\x00")
+	case len(p) == 1 && p[0] == 0x02: // request public key
+		b := append([]byte{0x01}, s.srv.rsaPubPEM...)
+		if err := s.writeFlush(b); err != nil {
+			return err
+		}
+		enc, err := s.pkt.ReadPacket()
+		if err != nil {
+			return err
+		}
+		plain, err := rsa.DecryptOAEP(sha1.New(), rand.Reader, s.srv.rsaKey, enc, nil)
+		if err != nil {
+			return denied
+		}
+		for i := range plain {
+			plain[i] ^= scramble[i%len(scramble)]
+		}
+		clear = bytes.TrimRight(plain, "\x00")
+	default:
+		return newErr(errAccessDenied, "Access denied for user '%s'@'%s': caching_sha2_password full authentication needs TLS or the RSA public key exchange", user, s.remoteHost)
+	}
+	if subtle.ConstantTimeCompare(clear, []byte(password)) != 1 {
+		return denied
+	}
+	s.srv.sha2Cache.Store(user+"\x00"+password, struct{}{})
+	return nil
+}
+
+func (s *Session) writeFlush(b []byte) error {
+	if err := s.pkt.WritePacket(b); err != nil {
+		return err
+	}
+	return s.pkt.Flush()
+}
+
+// changeUser handles COM_CHANGE_USER: re-authenticates with an auth switch
+// to a fresh scramble, then resets the session as for a new connection.
+func (s *Session) changeUser(p []byte) error {
+	pos := 1
+	user, pos, err := wire.ReadNulString(p, pos)
+	if err != nil {
+		return newErr(errMalformedPacket, "COM_CHANGE_USER: bad user name")
+	}
+	var auth []byte
+	if s.caps&mysql.CLIENT_SECURE_CONNECTION != 0 {
+		if pos >= len(p) || pos+1+int(p[pos]) > len(p) {
+			return newErr(errMalformedPacket, "COM_CHANGE_USER: bad auth data")
+		}
+		auth = p[pos+1 : pos+1+int(p[pos])]
+		pos += 1 + int(p[pos])
+	} else if auth, pos, err = wire.ReadNulString(p, pos); err != nil {
+		return newErr(errMalformedPacket, "COM_CHANGE_USER: bad auth data")
+	}
+	_ = auth
+	db, pos, err := wire.ReadNulString(p, pos)
+	if err != nil {
+		return newErr(errMalformedPacket, "COM_CHANGE_USER: bad database name")
+	}
+	collation := s.collation
+	if pos+2 <= len(p) {
+		collation = p[pos]
+		pos += 2
+	}
+	plugin := mysql.AUTH_NATIVE_PASSWORD
+	if s.caps&mysql.CLIENT_PLUGIN_AUTH != 0 && pos < len(p) {
+		if name, _, err := wire.ReadNulString(p, pos); err == nil {
+			plugin = string(name)
+		}
+	}
+	userS, dbS := string(user), string(db)
+	// Always switch to a fresh scramble: the client computed auth over the
+	// greeting's scramble, which keyshard no longer holds.
+	if err := s.authenticate(userS, "\x00"+plugin, nil, nil); err != nil {
+		return err
+	}
+	s.endSession()
+	s.user = userS
+	s.collation = collation
+	return s.startSession(dbS)
+}
+

@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+)
+
+// errKind classifies errors made by the proxy itself.
+type errKind int
+
+const (
+	errAccessDenied errKind = iota + 1
+	errHostNotAllowed
+	errTooManyConnections
+	errUnknownCommand
+	errMalformedPacket
+	errPacketTooLarge
+	errNoSuchThread
+	errShutdown
+	errNotSupported
+	errNoSchema
+	errKilled
+	errTxLost
+	errKindEnd
+)
+
+// Error is an error made by keyshard (not relayed from a backend).
+type Error struct {
+	kind errKind
+	msg  string
+}
+
+func (e *Error) Error() string { return e.msg }
+
+func newErr(kind errKind, format string, args ...any) *Error {
+	return &Error{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// proxyCodes maps each proxy error kind to its MySQL errno. The SQLSTATE
+// comes from the errno (mysql.MySQLState).
+var proxyCodes = map[errKind]uint16{
+	errAccessDenied:       mysql.ER_ACCESS_DENIED_ERROR,
+	errHostNotAllowed:     mysql.ER_HOST_NOT_PRIVILEGED,
+	errTooManyConnections: mysql.ER_CON_COUNT_ERROR,
+	errUnknownCommand:     mysql.ER_UNKNOWN_COM_ERROR,
+	errMalformedPacket:    mysql.ER_MALFORMED_PACKET,
+	errPacketTooLarge:     mysql.ER_NET_PACKET_TOO_LARGE,
+	errNoSuchThread:       mysql.ER_NO_SUCH_THREAD,
+	errShutdown:           mysql.ER_SERVER_SHUTDOWN,
+	errNotSupported:       mysql.ER_NOT_SUPPORTED_YET,
+	errNoSchema:           mysql.ER_DBACCESS_DENIED_ERROR,
+	errKilled:             mysql.ER_QUERY_INTERRUPTED,
+	errTxLost:             mysql.ER_ERROR_DURING_ROLLBACK,
+}
+
+// backendCodes maps each backend error kind to its MySQL errno.
+var backendCodes = map[backend.Kind]uint16{
+	backend.KindPoolTimeout: mysql.ER_CON_COUNT_ERROR,
+	backend.KindConnect:     mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+	backend.KindLost:        mysql.ER_NET_READ_ERROR,
+	backend.KindProtocol:    mysql.ER_NET_READ_ERROR,
+	backend.KindClosed:      mysql.ER_SERVER_SHUTDOWN,
+	backend.KindAuth:        mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+}
+
+// sqlStates overrides SQLSTATEs where go-mysql's table has none or a
+// different one from the MySQL server.
+var sqlStates = map[uint16]string{
+	mysql.ER_MALFORMED_PACKET:               "HY000",
+	mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE: "HY000",
+	mysql.ER_QUERY_INTERRUPTED:              "70100",
+}
+
+// toMySQL is THE mapping from any error keyshard hands a client to a MySQL
+// error: errors relayed from a backend keep their own errno, SQLSTATE and
+// message; keyshard's own carry a kind from birth.
+func toMySQL(err error) *mysql.MyError {
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		return me
+	}
+	var code uint16 = mysql.ER_UNKNOWN_ERROR
+	msg := err.Error()
+	var pe *Error
+	var be *backend.Error
+	switch {
+	case errors.As(err, &pe):
+		if c, ok := proxyCodes[pe.kind]; ok {
+			code = c
+		}
+	case errors.As(err, &be):
+		if c, ok := backendCodes[be.Kind]; ok {
+			code = c
+		}
+		msg = "keyshard: " + msg
+	case errors.Is(err, wire.ErrPacketTooLarge):
+		code = mysql.ER_NET_PACKET_TOO_LARGE
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		code = mysql.ER_QUERY_INTERRUPTED
+	}
+	state, ok := sqlStates[code]
+	if !ok {
+		state, ok = mysql.MySQLState[code]
+		if !ok {
+			state = mysql.DEFAULT_MYSQL_STATE
+		}
+	}
+	return &mysql.MyError{Code: code, State: state, Message: msg}
+}

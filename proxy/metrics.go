@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"errors"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are keyshard's Prometheus metrics. Children are resolved once at
+// start, so recording a query is two atomic adds and a histogram observe.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	accepted    prometheus.Counter
+	rejectedVec *prometheus.CounterVec
+	ok, failed  [256]prometheus.Counter
+	latency     [256]prometheus.Observer
+}
+
+var commandNames = map[byte]string{
+	mysql.COM_QUIT: "quit", mysql.COM_INIT_DB: "init_db", mysql.COM_QUERY: "query",
+	mysql.COM_FIELD_LIST: "field_list", mysql.COM_STATISTICS: "statistics",
+	mysql.COM_PROCESS_KILL: "process_kill", mysql.COM_PING: "ping",
+	mysql.COM_CHANGE_USER: "change_user", mysql.COM_SET_OPTION: "set_option",
+	mysql.COM_RESET_CONNECTION: "reset_connection", mysql.COM_STMT_PREPARE: "stmt_prepare",
+	mysql.COM_STMT_EXECUTE: "stmt_execute", mysql.COM_STMT_CLOSE: "stmt_close",
+	mysql.COM_STMT_RESET: "stmt_reset", mysql.COM_STMT_SEND_LONG_DATA: "stmt_send_long_data",
+	mysql.COM_STMT_FETCH: "stmt_fetch",
+}
+
+func newMetrics(s *Server) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{Registry: reg}
+	m.accepted = prometheus.NewCounter(prometheus.CounterOpts{Name: "keyshard_client_connections_accepted_total", Help: "Client connections accepted."})
+	m.rejectedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keyshard_client_connections_rejected_total", Help: "Client connections refused, by reason (host, max_connections, auth)."}, []string{"reason"})
+	queries := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keyshard_queries_total", Help: "Client commands handled, by command and result."}, []string{"command", "result"})
+	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "keyshard_query_duration_seconds",
+		Help:    "Time from reading a client command to the end of its answer.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"command"})
+	for i := range 256 {
+		name, ok := commandNames[byte(i)]
+		if !ok {
+			name = "other"
+		}
+		m.ok[i] = queries.WithLabelValues(name, "ok")
+		m.failed[i] = queries.WithLabelValues(name, "error")
+		m.latency[i] = lat.WithLabelValues(name)
+	}
+	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_client_connections", Help: "Client connections open."},
+			func() float64 { return float64(s.conns.Load()) }),
+		&poolCollector{s: s})
+	return m
+}
+
+func (m *Metrics) rejected(reason string) prometheus.Counter { return m.rejectedVec.WithLabelValues(reason) }
+
+func (m *Metrics) observe(cmd byte, err error, d time.Duration) {
+	if err == nil || errors.Is(err, errQuit) {
+		m.ok[cmd].Inc()
+	} else {
+		m.failed[cmd].Inc()
+	}
+	m.latency[cmd].Observe(d.Seconds())
+}
+
+// poolCollector reads pool counters at scrape time.
+type poolCollector struct{ s *Server }
+
+var (
+	poolLabels    = []string{"node", "addr", "role"}
+	descPoolOpen  = prometheus.NewDesc("keyshard_pool_connections", "Backend connections open.", poolLabels, nil)
+	descPoolInUse = prometheus.NewDesc("keyshard_pool_in_use", "Backend connections checked out.", poolLabels, nil)
+	descPoolIdle  = prometheus.NewDesc("keyshard_pool_idle", "Backend connections idle in the pool.", poolLabels, nil)
+	descPoolWaits = prometheus.NewDesc("keyshard_pool_waits_total", "Pool gets that had to wait for a free connection.", poolLabels, nil)
+	descPoolWait  = prometheus.NewDesc("keyshard_pool_wait_seconds_total", "Time spent waiting for a free connection.", poolLabels, nil)
+	descPoolTO    = prometheus.NewDesc("keyshard_pool_timeouts_total", "Pool gets that gave up after pool_wait_timeout.", poolLabels, nil)
+	descPoolDial  = prometheus.NewDesc("keyshard_pool_dials_total", "Backend connections opened.", poolLabels, nil)
+	descPoolDErr  = prometheus.NewDesc("keyshard_pool_dial_errors_total", "Backend connection attempts that failed.", poolLabels, nil)
+)
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPoolOpen, descPoolInUse, descPoolIdle, descPoolWaits, descPoolWait, descPoolTO, descPoolDial, descPoolDErr} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, n := range c.s.nodes {
+		st := n.Master.Stats()
+		l := []string{name, n.Master.Addr(), "master"}
+		ch <- prometheus.MustNewConstMetric(descPoolOpen, prometheus.GaugeValue, float64(st.Open), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolInUse, prometheus.GaugeValue, float64(st.InUse), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolIdle, prometheus.GaugeValue, float64(st.Idle), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolWaits, prometheus.CounterValue, float64(st.Waits), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolWait, prometheus.CounterValue, st.WaitTime.Seconds(), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolTO, prometheus.CounterValue, float64(st.Timeouts), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolDial, prometheus.CounterValue, float64(st.Dials), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolDErr, prometheus.CounterValue, float64(st.DialErrors), l...)
+	}
+}

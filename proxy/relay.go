@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+)
+
+// relayResult summarises a relayed answer.
+type relayResult struct {
+	resultSets int
+	rows       uint64
+	err        error // a MySQL error the backend returned (already relayed)
+}
+
+// relay copies the answer to one command from bc to the client, packet by
+// packet, decoding only framing packets (OK, ERR, EOF, column count). Rows
+// are never decoded and memory stays bounded by the buffers, whatever the
+// size of the result. Backend connections always use CLIENT_DEPRECATE_EOF;
+// for clients without it the EOF packets are put back here.
+//
+// An error returned is either a *backend.Error (backend lost: bc is broken)
+// or a *clientError (client gone: bc is abandoned mid-answer). In both cases
+// the caller discards bc.
+func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
+	var res relayResult
+	bp := bc.Packets()
+	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
+	lost := func(err error) error {
+		bc.MarkBroken()
+		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "connection lost during query", Err: err}
+	}
+	for {
+		// First packet of a result: OK, ERR, LOCAL INFILE or column count.
+		var p []byte
+		var err error
+		if !fieldList {
+			p, err = bp.ReadPacket()
+			if err != nil {
+				return res, lost(err)
+			}
+			if len(p) == 0 {
+				return res, lost(wire.ErrMalformed)
+			}
+			switch p[0] {
+			case wire.OKHeader:
+				ok, perr := wire.ParseOK(p)
+				if perr != nil {
+					return res, lost(perr)
+				}
+				bc.Status = ok.Status
+				s.rowCount = int64(ok.AffectedRows)
+				if ok.InsertID != 0 {
+					s.lastInsertID = ok.InsertID
+				}
+				if err := s.pkt.WritePacket(p); err != nil {
+					return res, &clientError{err}
+				}
+				if ok.Status&wire.StatusMoreResultsExists != 0 {
+					continue
+				}
+				return res, nil
+			case wire.ErrHeader:
+				res.err = wire.ParseErr(p)
+				if err := s.pkt.WritePacket(p); err != nil {
+					return res, &clientError{err}
+				}
+				return res, nil
+			case wire.LocalInfileHdr:
+				if err := s.localInfile(bc, p); err != nil {
+					if me, ok := err.(*mysql.MyError); ok {
+						res.err = me
+						s.writeError(me)
+						return res, nil
+					}
+					return res, err
+				}
+				continue
+			}
+			if err := s.pkt.WritePacket(p); err != nil {
+				return res, &clientError{err}
+			}
+			// Column definitions.
+			n, _, perr := wire.ReadLenEncInt(p, 0)
+			if perr != nil {
+				return res, lost(perr)
+			}
+			for range n {
+				cp, err := bp.ReadPacket()
+				if err != nil {
+					return res, lost(err)
+				}
+				if err := s.pkt.WritePacket(cp); err != nil {
+					return res, &clientError{err}
+				}
+			}
+			if clientEOF {
+				s.buf = wire.AppendEOF(s.buf[:0], 0, bc.Status&^wire.StatusMoreResultsExists)
+				if err := s.pkt.WritePacket(s.buf); err != nil {
+					return res, &clientError{err}
+				}
+			}
+		}
+		res.resultSets++
+		var rows uint64
+		// Rows, relayed one physical packet at a time.
+		cont := false
+		for {
+			p, err := bp.ReadRaw()
+			if err != nil {
+				return res, lost(err)
+			}
+			if cont {
+				cont = len(p) == wire.MaxPayload
+				if err := s.pkt.WriteRaw(p); err != nil {
+					return res, &clientError{err}
+				}
+				continue
+			}
+			if len(p) > 0 && p[0] == wire.ErrHeader && len(p) < wire.MaxPayload {
+				res.err = wire.ParseErr(p)
+				if err := s.pkt.WriteRaw(p); err != nil {
+					return res, &clientError{err}
+				}
+				s.rowCount = -1
+				s.foundRows = rows
+				return res, nil
+			}
+			if wire.IsEOF(p) {
+				var warnings, status uint16
+				if fieldList {
+					warnings, status = wire.ParseEOF(p)
+					if len(p) >= 7 {
+						if ok, perr := wire.ParseOK(p); perr == nil {
+							warnings, status = ok.Warnings, ok.Status
+						}
+					}
+				} else {
+					ok, perr := wire.ParseOK(p)
+					if perr != nil {
+						return res, lost(perr)
+					}
+					warnings, status = ok.Warnings, ok.Status
+				}
+				bc.Status = status
+				if clientEOF || fieldList && len(p) < 9 {
+					s.buf = wire.AppendEOF(s.buf[:0], warnings, status)
+					err = s.pkt.WritePacket(s.buf)
+				} else {
+					err = s.pkt.WriteRaw(p)
+				}
+				if err != nil {
+					return res, &clientError{err}
+				}
+				if !fieldList {
+					s.rowCount = -1
+					s.foundRows = rows
+				}
+				res.rows += rows
+				if status&wire.StatusMoreResultsExists != 0 && !fieldList {
+					break
+				}
+				return res, nil
+			}
+			rows++
+			cont = len(p) == wire.MaxPayload
+			if err := s.pkt.WriteRaw(p); err != nil {
+				return res, &clientError{err}
+			}
+		}
+	}
+}
+
+// localInfile relays LOAD DATA LOCAL INFILE: the backend's file request goes
+// to the client, and the client's file content streams to the backend packet
+// by packet until the empty packet that ends it.
+func (s *Session) localInfile(bc *backend.Conn, req []byte) error {
+	bp := bc.Packets()
+	if s.caps&mysql.CLIENT_LOCAL_FILES == 0 {
+		// Tell the backend there is no file, then refuse.
+		if err := bp.WritePacket(nil); err != nil || bp.Flush() != nil {
+			bc.MarkBroken()
+			return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "LOAD DATA LOCAL", Err: err}
+		}
+		if p, err := bp.ReadPacket(); err != nil || len(p) == 0 {
+			bc.MarkBroken()
+			return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "LOAD DATA LOCAL", Err: err}
+		}
+		return &mysql.MyError{Code: mysql.ER_NOT_ALLOWED_COMMAND, State: "42000", Message: "The used command is not allowed with this MySQL version: the client did not enable LOCAL INFILE"}
+	}
+	if err := s.pkt.WritePacket(req); err != nil {
+		return &clientError{err}
+	}
+	if err := s.pkt.Flush(); err != nil {
+		return &clientError{err}
+	}
+	for {
+		p, err := s.pkt.ReadRaw()
+		if err != nil {
+			bc.MarkBroken()
+			return &clientError{err}
+		}
+		if err := bp.WriteRaw(p); err != nil {
+			bc.MarkBroken()
+			return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "LOAD DATA LOCAL", Err: err}
+		}
+		if len(p) == 0 {
+			break
+		}
+	}
+	if err := bp.Flush(); err != nil {
+		bc.MarkBroken()
+		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "LOAD DATA LOCAL", Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,404 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/config"
+	"go.uber.org/zap"
+)
+
+// Server accepts client connections and runs one Session goroutine per
+// client. Its configuration is an immutable snapshot.
+type Server struct {
+	cfg   *config.Config
+	nodes map[string]*backend.Node
+	log   *zap.Logger
+	sql   *sqlLog
+
+	metrics *Metrics
+
+	allow     *ipFilter
+	tlsConf   *tls.Config
+	rsaKey    *rsa.PrivateKey
+	rsaPubPEM []byte
+	sha2Cache sync.Map // user+"\x00"+password -> struct{}: users who passed full auth
+
+	baseState *backend.State
+	states    sync.Map // collation id -> *backend.State
+
+	ctx          context.Context
+	cancel       context.CancelFunc
+	sessions     sync.Map // id -> *Session
+	nextID       atomic.Uint32
+	conns        atomic.Int64
+	shuttingDown atomic.Bool
+	wg           sync.WaitGroup
+
+	mu        sync.Mutex
+	listeners []net.Listener
+}
+
+// New builds a server from a validated config. Backend pools start warming
+// in the background; a dead backend is not an error here.
+func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, log: log, nodes: map[string]*backend.Node{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var err error
+	if s.allow, err = parseAllowIPs(cfg.AllowIPs); err != nil {
+		return nil, err
+	}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("tls_cert/tls_key: %w", err)
+		}
+		s.tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if err := s.loadRSA(cfg.RSAKey); err != nil {
+		return nil, err
+	}
+	cs, coll := collationNames(defaultCollationID)
+	if cfg.ProxyCharset != "" && !strings.EqualFold(cfg.ProxyCharset, cs) {
+		cs, coll = strings.ToLower(cfg.ProxyCharset), ""
+	}
+	s.baseState = backend.NewState(cs, coll)
+	s.states.Store(uint8(defaultCollationID), s.baseState)
+	s.metrics = newMetrics(s)
+	if s.sql, err = newSQLLog(cfg); err != nil {
+		return nil, err
+	}
+	for i := range cfg.Nodes {
+		n := &cfg.Nodes[i]
+		s.nodes[n.Name] = backend.NewNode(n.Name, n.Master, s.poolOptions(n))
+	}
+	return s, nil
+}
+
+func boolOr(p *bool, def bool) bool {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (s *Server) poolOptions(n *config.NodeConfig) backend.Options {
+	c := s.cfg
+	return backend.Options{
+		User: n.User, Password: n.Password,
+		CollationID: defaultCollationID, Charset: s.baseState.Charset, Collation: s.baseState.Collation,
+		BaseState:      s.baseState,
+		MaxConns:       n.MaxConnsLimit,
+		MinIdle:        c.PoolMinIdle,
+		WaitTimeout:    c.PoolWaitTimeout.D(),
+		IdleTimeout:    c.PoolIdleTimeout.D(),
+		MaxLifetime:    c.PoolMaxLifetime.D(),
+		ConnectTimeout: c.ConnectTimeout.D(),
+		NoDelay:        boolOr(c.BackendTCPNoDelay, true),
+		ReadBuffer:     c.ReadBuffer,
+		WriteBuffer:    c.BackendWriteBuffer,
+		MaxPacket:      c.MaxAllowedPacket,
+	}
+}
+
+func (s *Server) loadRSA(path string) error {
+	var key *rsa.PrivateKey
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("rsa_key: %w", err)
+		}
+		block, _ := pem.Decode(b)
+		if block == nil {
+			return fmt.Errorf("rsa_key %s: no PEM block", path)
+		}
+		k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+		if err != nil {
+			pk, err2 := x509.ParsePKCS8PrivateKey(block.Bytes)
+			if err2 != nil {
+				return fmt.Errorf("rsa_key %s: %w", path, err)
+			}
+			var ok bool
+			if k, ok = pk.(*rsa.PrivateKey); !ok {
+				return fmt.Errorf("rsa_key %s: not an RSA key", path)
+			}
+		}
+		key = k
+	} else {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return err
+		}
+		key = k
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	s.rsaKey = key
+	s.rsaPubPEM = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	return nil
+}
+
+// stateFor returns the shared State for a handshake collation, so sessions
+// with the same charset share one State and need no sync on checkout.
+func (s *Server) stateFor(id uint8) *backend.State {
+	if v, ok := s.states.Load(id); ok {
+		return v.(*backend.State)
+	}
+	cs, coll := collationNames(id)
+	v, _ := s.states.LoadOrStore(id, backend.NewState(cs, coll))
+	return v.(*backend.State)
+}
+
+// Metrics returns the server's metrics (for the admin HTTP server).
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Nodes returns the backend nodes by name.
+func (s *Server) Nodes() map[string]*backend.Node { return s.nodes }
+
+// ListenAndServe listens on the configured addr and serves until Shutdown.
+func (s *Server) ListenAndServe() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln until Shutdown. Temporary accept errors
+// (EMFILE and the like) back off instead of spinning.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.shuttingDown.Load() {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.shuttingDown.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				if delay == 0 {
+					delay = 5 * time.Millisecond
+				} else {
+					delay = min(2*delay, time.Second)
+				}
+				s.log.Warn("accept error; retrying", zap.Error(err), zap.Duration("delay", delay))
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.wg.Add(1)
+		go s.handle(nc)
+	}
+}
+
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("keyshard: server closed")
+
+// handle runs one client connection from accept to close.
+func (s *Server) handle(nc net.Conn) {
+	defer s.wg.Done()
+	s.metrics.accepted.Inc()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(boolOr(s.cfg.TCPNoDelay, true))
+	}
+	id := s.nextID.Add(1)
+	sess := &Session{srv: s, id: id, nc: nc, log: s.log.With(zap.Uint32("conn", id))}
+	sess.pkt = wire.NewConn(nc, s.cfg.ReadBuffer, s.cfg.ClientWriteBuffer)
+	sess.pkt.MaxRead = s.cfg.MaxAllowedPacket
+	host, _, _ := net.SplitHostPort(nc.RemoteAddr().String())
+	sess.remoteHost = host
+	defer func() {
+		if r := recover(); r != nil {
+			sess.log.Error("session panic", zap.Any("panic", r), zap.Stack("stack"))
+		}
+		nc.Close()
+		if sess.nc != nc {
+			sess.nc.Close()
+		}
+	}()
+
+	if !s.allow.allowed(nc.RemoteAddr()) {
+		s.metrics.rejected("host").Inc()
+		sess.writeError(newErr(errHostNotAllowed, "Host '%s' is not allowed to connect to this keyshard server", host))
+		_ = sess.pkt.Flush()
+		return
+	}
+	n := s.conns.Add(1)
+	defer s.conns.Add(-1)
+	if max := s.cfg.MaxConnections; max > 0 && n > int64(max) {
+		s.metrics.rejected("max_connections").Inc()
+		sess.writeError(newErr(errTooManyConnections, "Too many connections (max_connections %d)", max))
+		_ = sess.pkt.Flush()
+		return
+	}
+	if s.shuttingDown.Load() {
+		sess.writeError(newErr(errShutdown, "Server shutdown in progress"))
+		_ = sess.pkt.Flush()
+		return
+	}
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := sess.handshake(); err != nil {
+		var pe *Error
+		var be *backend.Error
+		if errors.As(err, &pe) || errors.As(err, &be) || isMyError(err) {
+			if pe != nil && pe.kind == errAccessDenied {
+				s.metrics.rejected("auth").Inc()
+			}
+			sess.writeError(err)
+			_ = sess.pkt.Flush()
+		}
+		sess.log.Debug("handshake failed", zap.Error(err))
+		sess.endSession()
+		return
+	}
+	_ = sess.nc.SetDeadline(time.Time{})
+	if err := sess.writeOK(0, 0); err != nil || sess.pkt.Flush() != nil {
+		sess.endSession()
+		return
+	}
+	s.sessions.Store(id, sess)
+	defer s.sessions.Delete(id)
+	sess.run()
+}
+
+// Shutdown stops accepting, lets running statements finish until ctx ends,
+// then closes every session (rolling back open transactions) and the pools.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shuttingDown.Store(true)
+	s.mu.Lock()
+	for _, ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+	// Idle sessions (waiting for a command) are closed now: their pinned
+	// connections are reset, which rolls back open transactions.
+	closeIdle := func() {
+		s.sessions.Range(func(_, v any) bool {
+			sess := v.(*Session)
+			if !sess.busy.Load() {
+				_ = sess.nc.SetReadDeadline(time.Now())
+			}
+			return true
+		})
+	}
+	closeIdle()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-tick.C:
+			closeIdle()
+		case <-ctx.Done():
+			err = ctx.Err()
+			s.sessions.Range(func(_, v any) bool {
+				v.(*Session).interrupt(true)
+				return true
+			})
+			s.cancel()
+			<-done
+			break loop
+		}
+	}
+	s.cancel()
+	for _, n := range s.nodes {
+		n.Close()
+	}
+	s.sql.close()
+	return err
+}
+
+// ipFilter holds allow_ips: single addresses and CIDR networks.
+type ipFilter struct {
+	nets []*net.IPNet
+}
+
+func parseAllowIPs(s string) (*ipFilter, error) {
+	f := &ipFilter{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.Contains(part, "/") {
+			ip := net.ParseIP(part)
+			if ip == nil {
+				return nil, fmt.Errorf("allow_ips: bad address %q", part)
+			}
+			bits := 128
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			f.nets = append(f.nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(part)
+		if err != nil {
+			return nil, fmt.Errorf("allow_ips: %w", err)
+		}
+		f.nets = append(f.nets, n)
+	}
+	return f, nil
+}
+
+func (f *ipFilter) allowed(a net.Addr) bool {
+	if len(f.nets) == 0 {
+		return true
+	}
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	ip := ta.IP
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	for _, n := range f.nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func isMyError(err error) bool {
+	var me *mysql.MyError
+	return errors.As(err, &me)
+}

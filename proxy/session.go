@@ -1,0 +1,625 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/router"
+	"github.com/pingcap/tidb/pkg/parser/charset"
+	"go.uber.org/zap"
+)
+
+// Session is one client connection. Its goroutine is the only one that
+// touches its fields, except the atomics used by KILL and shutdown.
+//
+// Backend connections: outside a transaction a statement takes a pooled
+// connection, syncs it to the session's state (database, charset, session
+// variables) and gives it back when the answer has been relayed. The
+// connection stays pinned to the session while the server reports a
+// transaction or autocommit off, or the session holds state that lives only
+// on that connection (user variables, GET_LOCK, LOCK TABLES, temporary
+// tables, PREPARE).
+type Session struct {
+	srv        *Server
+	id         uint32
+	nc         net.Conn
+	pkt        *wire.Conn
+	remoteHost string
+	tls        bool
+	log        *zap.Logger
+
+	caps      uint32
+	user      string
+	collation uint8
+	schema    *config.SchemaConfig
+	node      *backend.Node
+
+	db    string
+	state *backend.State
+	multi bool
+
+	pinned     *backend.Conn
+	sticky     string // why the connection is pinned for good ("" if not)
+	lockTables bool
+
+	lastInsertID uint64
+	rowCount     int64
+	foundRows    uint64
+
+	parser *router.Parser
+	buf    []byte
+
+	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
+	killed atomic.Bool
+	busy   atomic.Bool
+}
+
+// startSession binds the session to its user's schema and default node and
+// selects db (empty for none).
+func (s *Session) startSession(db string) error {
+	s.schema = nil
+	s.node = nil
+	if sc, ok := s.srv.cfg.SchemaFor(s.user); ok {
+		s.schema = sc
+		s.node = s.srv.nodes[sc.Default]
+	}
+	s.state = s.srv.stateFor(s.collation)
+	s.multi = s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0
+	s.db = ""
+	s.lastInsertID, s.rowCount, s.foundRows = 0, 0, 0
+	if db != "" {
+		if err := s.useDB(db); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endSession returns or cleans the pinned connection.
+func (s *Session) endSession() {
+	if s.pinned == nil {
+		return
+	}
+	bc := s.pinned
+	s.pinned = nil
+	s.sticky = ""
+	s.lockTables = false
+	pool := s.node.Master
+	if bc.Broken() {
+		pool.Discard(bc)
+		return
+	}
+	// Roll back, drop temporary tables, locks and variables in one command.
+	_ = bc.SetDeadline(time.Now().Add(5 * time.Second))
+	err := bc.Reset()
+	_ = bc.SetDeadline(time.Time{})
+	if err != nil {
+		pool.Discard(bc)
+		return
+	}
+	pool.Put(bc)
+}
+
+// run is the command loop.
+func (s *Session) run() {
+	defer s.endSession()
+	for {
+		s.pkt.Seq = 0
+		p, err := s.pkt.ReadPacket()
+		if err != nil {
+			if errors.Is(err, wire.ErrPacketTooLarge) {
+				s.writeError(newErr(errPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes"))
+				_ = s.pkt.Flush()
+			} else if errors.Is(err, wire.ErrSequence) {
+				s.writeError(newErr(errMalformedPacket, "Got packets out of order"))
+				_ = s.pkt.Flush()
+			}
+			return
+		}
+		if len(p) == 0 {
+			s.writeError(newErr(errMalformedPacket, "empty command packet"))
+			if s.pkt.Flush() != nil {
+				return
+			}
+			continue
+		}
+		s.busy.Store(true)
+		start := time.Now()
+		cmd := p[0]
+		err = s.dispatch(cmd, p)
+		d := time.Since(start)
+		s.srv.metrics.observe(cmd, err, d)
+		if cmd == mysql.COM_QUERY {
+			s.srv.sql.record(s, unsafe.String(unsafe.SliceData(p[1:]), len(p)-1), d, err)
+		}
+		s.busy.Store(false)
+		if err == errQuit {
+			return
+		}
+		if ferr := s.pkt.Flush(); ferr != nil || err == errCloseAfterReply || s.killed.Load() {
+			return
+		}
+		if s.srv.shuttingDown.Load() && s.pinned == nil {
+			return
+		}
+	}
+}
+
+var (
+	errQuit            = errors.New("quit")
+	errCloseAfterReply = errors.New("close after reply")
+)
+
+// dispatch handles one command. It returns a non-nil error when the command
+// failed (already reported to the client) so metrics can count it, errQuit
+// to end the session, or errCloseAfterReply when the connection cannot go on.
+func (s *Session) dispatch(cmd byte, p []byte) error {
+	switch cmd {
+	case mysql.COM_QUERY:
+		return s.query(p)
+	case mysql.COM_PING:
+		return s.writeOK(0, 0)
+	case mysql.COM_QUIT:
+		return errQuit
+	case mysql.COM_INIT_DB:
+		if err := s.useDB(string(p[1:])); err != nil {
+			return s.fail(err)
+		}
+		return s.writeOK(0, 0)
+	case mysql.COM_FIELD_LIST, mysql.COM_STATISTICS:
+		return s.forward(p, nil)
+	case mysql.COM_SET_OPTION:
+		if len(p) < 3 {
+			return s.fail(newErr(errMalformedPacket, "COM_SET_OPTION: short packet"))
+		}
+		switch binary16(p[1:]) {
+		case 0:
+			s.multi = true
+		case 1:
+			s.multi = false
+		default:
+			return s.fail(newErr(errNotSupported, "COM_SET_OPTION: unknown option %d", binary16(p[1:])))
+		}
+		s.buf = wire.AppendEOF(s.buf[:0], 0, s.status())
+		return s.pkt.WritePacket(s.buf)
+	case mysql.COM_RESET_CONNECTION:
+		s.endSession()
+		if err := s.startSession(s.db); err != nil {
+			return s.fail(err)
+		}
+		return s.writeOK(0, 0)
+	case mysql.COM_CHANGE_USER:
+		if err := s.changeUser(p); err != nil {
+			s.writeError(err)
+			return errCloseAfterReply
+		}
+		return s.writeOK(0, 0)
+	case mysql.COM_PROCESS_KILL:
+		if len(p) < 5 {
+			return s.fail(newErr(errMalformedPacket, "COM_PROCESS_KILL: short packet"))
+		}
+		id := uint32(p[1]) | uint32(p[2])<<8 | uint32(p[3])<<16 | uint32(p[4])<<24
+		return s.kill(id, false)
+	}
+	return s.fail(newErr(errUnknownCommand, "Unknown command %d", cmd))
+}
+
+func binary16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
+
+// fail reports err to the client and returns it for metrics.
+func (s *Session) fail(err error) error {
+	s.writeError(err)
+	return err
+}
+
+func (s *Session) writeError(err error) {
+	e := toMySQL(err)
+	s.buf = wire.AppendErr(s.buf[:0], e.Code, e.State, e.Message)
+	_ = s.pkt.WritePacket(s.buf)
+}
+
+func (s *Session) writeOK(affected, insertID uint64) error {
+	s.buf = wire.AppendOK(s.buf[:0], affected, insertID, s.status(), 0, "")
+	return s.pkt.WritePacket(s.buf)
+}
+
+// status is the server status the client should see.
+func (s *Session) status() uint16 {
+	if s.pinned != nil {
+		return s.pinned.Status &^ wire.StatusMoreResultsExists
+	}
+	return wire.StatusAutocommit
+}
+
+// conn returns the backend connection for the next statement: the pinned
+// one, or one from the default node's pool synced to the session.
+func (s *Session) conn() (*backend.Conn, error) {
+	if s.pinned != nil {
+		return s.pinned, nil
+	}
+	if s.node == nil {
+		return nil, newErr(errNoSchema, "keyshard: user '%s' has no schema in schema_list", s.user)
+	}
+	pool := s.node.Master
+	bc, err := pool.Get(s.srv.ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := bc.Sync(s.db, s.multi, s.state); err != nil {
+		s.release(bc)
+		return nil, err
+	}
+	return bc, nil
+}
+
+// release keeps bc pinned if the session needs it, else returns it.
+func (s *Session) release(bc *backend.Conn) {
+	pool := s.node.Master
+	if bc.Broken() {
+		if s.pinned == bc {
+			s.pinned = nil
+		}
+		pool.Discard(bc)
+		return
+	}
+	if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 || s.sticky != "" || s.lockTables {
+		s.pinned = bc
+		return
+	}
+	s.pinned = nil
+	pool.Put(bc)
+}
+
+// useDB changes the current database after checking it on the backend.
+func (s *Session) useDB(db string) error {
+	bc, err := s.conn()
+	if err != nil {
+		return err
+	}
+	_, err = bc.Command(mysql.COM_INIT_DB, []byte(db))
+	if err == nil {
+		s.db = db
+		bc.SetDB(db)
+	}
+	s.release(bc)
+	return err
+}
+
+// query handles COM_QUERY.
+func (s *Session) query(p []byte) error {
+	sql := unsafe.String(unsafe.SliceData(p[1:]), len(p)-1) // valid until the next client read
+	info := router.Classify(sql)
+	if info.Flags&router.FlagMulti != 0 && !s.multi {
+		return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000",
+			Message: "You have an error in your SQL syntax; multi-statements are disabled on this connection"})
+	}
+	switch info.Kind {
+	case router.KindKill:
+		return s.killStmt(sql[info.Start:])
+	case router.KindUse:
+		db := parseUse(sql[info.Start:])
+		if info.Flags&router.FlagMulti == 0 && db != "" {
+			if err := s.useDB(db); err != nil {
+				return s.fail(err)
+			}
+			return s.writeOK(0, 0)
+		}
+	case router.KindSet:
+		if info.Flags&router.FlagMulti == 0 {
+			return s.set(p, sql)
+		}
+	case router.KindLockTables:
+		s.lockTables = true
+	case router.KindPrepare, router.KindExecute:
+		s.stick("PREPARE")
+	}
+	if info.Flags&router.FlagUserVar != 0 {
+		s.stick("user variables")
+	}
+	if info.Flags&router.FlagGetLock != 0 {
+		s.stick("GET_LOCK")
+	}
+	if info.Flags&router.FlagTemporary != 0 {
+		s.stick("temporary tables")
+	}
+	if info.Flags&router.FlagMulti != 0 {
+		// Effects of later statements are unknown to the classifier: keep
+		// the connection, as for user variables.
+		s.stick("multi-statements")
+	}
+	if info.Flags&router.FlagSessionFunc != 0 && info.Flags&router.FlagMulti == 0 {
+		out, changed, err := s.getParser().RewriteSessionFuncs(sql, router.SessionValues{
+			LastInsertID: s.lastInsertID, RowCount: s.rowCount, FoundRows: s.foundRows, ConnectionID: s.id})
+		if err == nil && changed {
+			return s.forward(nil, &out, info)
+		}
+	}
+	err := s.forward(p, nil, info)
+	if info.Kind == router.KindUnlockTables && err == nil {
+		s.lockTables = false
+	}
+	return err
+}
+
+func (s *Session) stick(why string) {
+	if s.sticky == "" {
+		s.sticky = why
+	}
+}
+
+func (s *Session) getParser() *router.Parser {
+	if s.parser == nil {
+		s.parser = router.NewParser()
+	}
+	return s.parser
+}
+
+// forward sends a command to the backend and relays the answer. raw is the
+// client's command packet; or rewritten is a query to send instead.
+func (s *Session) forward(raw []byte, rewritten *string, infos ...router.Info) error {
+	bc, err := s.conn()
+	if err != nil {
+		return s.fail(err)
+	}
+	bp := bc.Packets()
+	if rewritten != nil {
+		err = bp.WriteCommandString(mysql.COM_QUERY, *rewritten)
+	} else {
+		err = bp.WriteCommand(raw[0], raw[1:])
+	}
+	if err == nil {
+		err = bp.Flush()
+	}
+	if err != nil {
+		bc.MarkBroken()
+		return s.backendFailed(bc, &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err})
+	}
+	s.cur.Store(bc)
+	var res relayResult
+	if raw != nil && raw[0] == mysql.COM_STATISTICS {
+		err = s.relayOne(bc)
+	} else {
+		res, err = s.relay(bc, raw != nil && raw[0] == mysql.COM_FIELD_LIST)
+	}
+	s.cur.Store(nil)
+	if err != nil {
+		return s.backendFailed(bc, err)
+	}
+	if len(infos) > 0 && infos[0].Flags&router.FlagCalcFoundRows != 0 && res.resultSets > 0 {
+		if r, err := bc.Exec("SELECT FOUND_ROWS()"); err == nil && len(r.Rows) == 1 && r.Rows[0][0] != nil {
+			s.foundRows, _ = strconv.ParseUint(*r.Rows[0][0], 10, 64)
+		}
+	}
+	s.release(bc)
+	if res.err != nil {
+		return res.err
+	}
+	return nil
+}
+
+// backendFailed handles an error that left bc unusable or the client gone.
+func (s *Session) backendFailed(bc *backend.Conn, err error) error {
+	var ce *clientError
+	if errors.As(err, &ce) {
+		bc.MarkBroken()
+		s.release(bc)
+		return errCloseAfterReply
+	}
+	wasTx := s.pinned == bc && bc.Status&wire.StatusInTrans != 0
+	bc.MarkBroken()
+	s.release(bc)
+	s.sticky, s.lockTables = "", false
+	if s.killed.Load() {
+		err = newErr(errKilled, "Query execution was interrupted (connection killed)")
+	}
+	s.writeError(err)
+	if wasTx {
+		// The transaction is gone with the backend connection: the client
+		// must not go on as if it were still open.
+		s.writeError(newErr(errTxLost, "keyshard: node %s: connection lost inside a transaction; it was rolled back", bc.Node()))
+		return errCloseAfterReply
+	}
+	return err
+}
+
+// relayOne relays a single-packet answer (COM_STATISTICS).
+func (s *Session) relayOne(bc *backend.Conn) error {
+	p, err := bc.Packets().ReadPacket()
+	if err != nil {
+		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "reading answer", Err: err}
+	}
+	if err := s.pkt.WritePacket(p); err != nil {
+		return &clientError{err}
+	}
+	return nil
+}
+
+// parseUse extracts the database name of "USE db".
+func parseUse(stmt string) string {
+	rest := strings.TrimSpace(stmt[3:])
+	rest = strings.TrimRight(rest, "; \t\r\n")
+	if len(rest) >= 2 && rest[0] == '`' && rest[len(rest)-1] == '`' {
+		return strings.ReplaceAll(rest[1:len(rest)-1], "``", "`")
+	}
+	if strings.ContainsAny(rest, " \t\n/#`'\"") {
+		return ""
+	}
+	return rest
+}
+
+// set handles a SET statement: it runs on a synced connection, then the
+// session records what changed so other pooled connections can replay it.
+func (s *Session) set(p []byte, sql string) error {
+	items, perr := s.getParser().ParseSet(sql)
+	var names *router.SetItem
+	var sysvars []string
+	if perr != nil {
+		s.stick("unparsed SET")
+	}
+	for i := range items {
+		switch it := &items[i]; it.Kind {
+		case router.SetUserVar:
+			s.stick("user variables")
+		case router.SetOneShot:
+			s.stick("SET TRANSACTION")
+		case router.SetNames:
+			names = it
+		case router.SetSysVar:
+			sysvars = append(sysvars, it.Name)
+		}
+	}
+	bc, err := s.conn()
+	if err != nil {
+		return s.fail(err)
+	}
+	bp := bc.Packets()
+	if err := bp.WriteCommand(p[0], p[1:]); err != nil || bp.Flush() != nil {
+		bc.MarkBroken()
+		return s.backendFailed(bc, &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending SET"})
+	}
+	res, err := s.relay(bc, false)
+	if err != nil {
+		return s.backendFailed(bc, err)
+	}
+	if res.err == nil && (names != nil || len(sysvars) > 0) {
+		st := s.state
+		if names != nil {
+			cs := names.Name
+			if cs == "" {
+				cs = s.srv.baseState.Charset
+			}
+			st = st.WithNames(cs, names.Collation)
+		}
+		if len(sysvars) > 0 {
+			q := "SELECT @@SESSION." + strings.Join(sysvars, ", @@SESSION.")
+			r, err := bc.Exec(q)
+			if err != nil || len(r.Rows) != 1 || len(r.Rows[0]) != len(sysvars) {
+				// Cannot know the values: keep this connection for good.
+				s.stick("SET of unreadable variable")
+			} else {
+				vars := make([]backend.Var, len(sysvars))
+				for i, name := range sysvars {
+					vars[i] = backend.Var{Name: name, Value: literal(r.Rows[0][i])}
+				}
+				st = st.WithVars(vars...)
+			}
+		}
+		s.state = st
+		bc.SetState(st)
+	}
+	s.release(bc)
+	return res.err
+}
+
+// literal renders a variable's value as read back from the server.
+func literal(v *string) string {
+	if v == nil {
+		return "NULL"
+	}
+	if _, err := strconv.ParseInt(*v, 10, 64); err == nil {
+		return *v
+	}
+	if _, err := strconv.ParseUint(*v, 10, 64); err == nil {
+		return *v
+	}
+	if _, err := strconv.ParseFloat(*v, 64); err == nil && !strings.ContainsAny(*v, "eEinfINF") {
+		return *v
+	}
+	return backend.Quote(*v)
+}
+
+// killStmt handles KILL [CONNECTION | QUERY] id.
+func (s *Session) killStmt(stmt string) error {
+	f := strings.Fields(strings.TrimRight(stmt, "; \t\r\n"))
+	queryOnly := false
+	if len(f) == 3 {
+		switch strings.ToUpper(f[1]) {
+		case "QUERY":
+			queryOnly = true
+		case "CONNECTION":
+		default:
+			return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000", Message: "You have an error in your SQL syntax near '" + f[1] + "'"})
+		}
+		f = f[1:]
+	}
+	if len(f) != 2 {
+		return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000", Message: "You have an error in your SQL syntax: KILL [CONNECTION | QUERY] id"})
+	}
+	id, err := strconv.ParseUint(f[1], 10, 32)
+	if err != nil {
+		return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000", Message: "You have an error in your SQL syntax near '" + f[1] + "'"})
+	}
+	return s.kill(uint32(id), queryOnly)
+}
+
+// kill ends another session (or only its running statement).
+func (s *Session) kill(id uint32, queryOnly bool) error {
+	v, ok := s.srv.sessions.Load(id)
+	if !ok {
+		return s.fail(newErr(errNoSuchThread, "Unknown thread id: %d", id))
+	}
+	t := v.(*Session)
+	if t.user != s.user && !s.srv.cfg.IsAdmin(s.user) {
+		return s.fail(newErr(errNoSuchThread, "You are not owner of thread %d", id))
+	}
+	if t == s {
+		if queryOnly {
+			return s.writeOK(0, 0)
+		}
+		s.killed.Store(true)
+		return s.fail(newErr(errKilled, "Connection was killed"))
+	}
+	t.interrupt(!queryOnly)
+	return s.writeOK(0, 0)
+}
+
+// interrupt stops the running statement (KILL QUERY on its backend) and,
+// with closeConn, ends the session.
+func (s *Session) interrupt(closeConn bool) {
+	if closeConn {
+		s.killed.Store(true)
+	}
+	if bc := s.cur.Load(); bc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := s.node.Master.KillQuery(ctx, bc.ThreadID()); err != nil {
+			s.log.Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.Error(err))
+		}
+		cancel()
+	}
+	if closeConn {
+		_ = s.nc.SetReadDeadline(time.Now())
+		if !s.busy.Load() {
+			_ = s.nc.Close()
+		}
+	}
+}
+
+// clientError marks an error writing to the client.
+type clientError struct{ err error }
+
+func (e *clientError) Error() string { return "client write: " + e.err.Error() }
+func (e *clientError) Unwrap() error { return e.err }
+
+
+// collationState maps a handshake collation id to a session State.
+func collationNames(id uint8) (cs, coll string) {
+	c, err := charset.GetCollationByID(int(id))
+	if err != nil || c == nil {
+		return "utf8mb4", ""
+	}
+	if strings.Contains(c.Name, "_0900_") {
+		// MySQL 8 collations MariaDB does not know: keep the charset.
+		return c.CharsetName, ""
+	}
+	return c.CharsetName, c.Name
+}

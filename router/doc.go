@@ -1,0 +1,11 @@
+// Package router decides where a statement goes and what keyshard must know
+// about it before sending it: its kind (read, write, transaction control,
+// session change), and the session effects it has (user variables, locks,
+// per-connection functions). The common path is a byte scan with no
+// allocation (Classify); the TiDB parser is used only for the rare
+// statements that must be understood in full (SET, rewrites of
+// per-connection functions) and later for sharding plans.
+//
+// router does no I/O and never imports backend or proxy; the TiDB parser is
+// not goroutine-safe, so each session owns a Parser.
+package router

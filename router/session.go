@@ -1,0 +1,175 @@
+package router
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
+)
+
+// Parser wraps the TiDB parser. It is not safe for concurrent use: each
+// session owns one, created on first need.
+type Parser struct {
+	p *parser.Parser
+}
+
+// NewParser returns a parser.
+func NewParser() *Parser { return &Parser{p: parser.New()} }
+
+// Parse parses sql into statements.
+func (p *Parser) Parse(sql string) ([]ast.StmtNode, error) {
+	stmts, _, err := p.p.Parse(sql, "", "")
+	return stmts, err
+}
+
+// SetKind says what one assignment of a SET statement changes.
+type SetKind uint8
+
+// SET assignment kinds.
+const (
+	SetSysVar     SetKind = iota + 1 // session system variable
+	SetGlobal                        // global system variable: passes through, not replayed
+	SetNames                         // SET NAMES / SET CHARACTER SET
+	SetUserVar                       // @var: state lives on the backend connection
+	SetAutocommit                    // tracked through the server status flags
+	SetOneShot                       // SET TRANSACTION ...: applies to the next transaction only
+)
+
+// SetItem is one assignment of a SET statement.
+type SetItem struct {
+	Kind      SetKind
+	Name      string // lower-case variable name; charset for SetNames
+	Collation string // SetNames only
+}
+
+// ParseSet parses a SET statement into its assignments.
+func (p *Parser) ParseSet(sql string) ([]SetItem, error) {
+	stmts, err := p.Parse(sql)
+	if err != nil {
+		return nil, err
+	}
+	if len(stmts) != 1 {
+		return nil, fmt.Errorf("expected one statement, got %d", len(stmts))
+	}
+	set, ok := stmts[0].(*ast.SetStmt)
+	if !ok {
+		return nil, fmt.Errorf("not a SET statement")
+	}
+	items := make([]SetItem, 0, len(set.Variables))
+	for _, v := range set.Variables {
+		name := strings.ToLower(v.Name)
+		switch {
+		case v.Name == ast.SetNames || v.Name == ast.SetCharset:
+			it := SetItem{Kind: SetNames}
+			if ve, ok := v.Value.(ast.ValueExpr); ok {
+				it.Name = strings.ToLower(ve.GetString())
+			}
+			if v.ExtendValue != nil {
+				it.Collation = strings.ToLower(v.ExtendValue.GetString())
+			}
+			if it.Name == "" || it.Name == "default" {
+				it.Name = ""
+			}
+			items = append(items, it)
+		case !v.IsSystem:
+			items = append(items, SetItem{Kind: SetUserVar, Name: name})
+		case v.IsGlobal:
+			items = append(items, SetItem{Kind: SetGlobal, Name: name})
+		case name == "autocommit":
+			items = append(items, SetItem{Kind: SetAutocommit, Name: name})
+		case strings.HasSuffix(name, "_one_shot"):
+			items = append(items, SetItem{Kind: SetOneShot, Name: name})
+		default:
+			items = append(items, SetItem{Kind: SetSysVar, Name: name})
+		}
+	}
+	return items, nil
+}
+
+// SessionValues are the per-connection values keyshard answers for the
+// client's own session.
+type SessionValues struct {
+	LastInsertID uint64
+	RowCount     int64
+	FoundRows    uint64
+	ConnectionID uint32
+}
+
+// RewriteSessionFuncs replaces LAST_INSERT_ID(), @@identity,
+// @@last_insert_id, ROW_COUNT(), FOUND_ROWS() and CONNECTION_ID() with the
+// session's own values, so a query answers for the client whatever pooled
+// connection runs it. Select fields keep their original column names.
+// changed is false when nothing needed replacing.
+func (p *Parser) RewriteSessionFuncs(sql string, v SessionValues) (out string, changed bool, err error) {
+	stmts, err := p.Parse(sql)
+	if err != nil {
+		return "", false, err
+	}
+	if len(stmts) != 1 {
+		return sql, false, nil
+	}
+	r := &sessionFuncRewriter{v: v}
+	if sel, ok := stmts[0].(*ast.SelectStmt); ok && sel.Fields != nil {
+		for _, f := range sel.Fields.Fields {
+			if f.Expr == nil || f.AsName.L != "" {
+				continue
+			}
+			before := r.n
+			f.Expr.Accept(r)
+			if r.n != before {
+				f.AsName = ast.NewCIStr(f.Text())
+			}
+		}
+	}
+	stmts[0].Accept(r)
+	if r.n == 0 {
+		return sql, false, nil
+	}
+	var sb strings.Builder
+	if err := stmts[0].Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &sb)); err != nil {
+		return "", false, err
+	}
+	return sb.String(), true, nil
+}
+
+type sessionFuncRewriter struct {
+	v SessionValues
+	n int
+}
+
+func (r *sessionFuncRewriter) Enter(n ast.Node) (ast.Node, bool) { return n, false }
+
+func (r *sessionFuncRewriter) Leave(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *ast.FuncCallExpr:
+		switch x.FnName.L {
+		case "last_insert_id":
+			if len(x.Args) == 0 {
+				r.n++
+				return ast.NewValueExpr(r.v.LastInsertID, "", ""), true
+			}
+		case "row_count":
+			r.n++
+			return ast.NewValueExpr(r.v.RowCount, "", ""), true
+		case "found_rows":
+			r.n++
+			return ast.NewValueExpr(r.v.FoundRows, "", ""), true
+		case "connection_id":
+			r.n++
+			return ast.NewValueExpr(uint64(r.v.ConnectionID), "", ""), true
+		}
+	case *ast.VariableExpr:
+		if x.IsSystem && !x.IsGlobal && (x.Name == "identity" || x.Name == "last_insert_id") {
+			r.n++
+			return ast.NewValueExpr(r.v.LastInsertID, "", ""), true
+		}
+	}
+	return n, true
+}
+
+// FormatUint is strconv.FormatUint, for callers building literals.
+func FormatUint(v uint64) string { return strconv.FormatUint(v, 10) }
