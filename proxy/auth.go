@@ -345,4 +345,3 @@ func (s *Session) changeUser(p []byte) error {
 	s.collation = collation
 	return s.startSession(dbS)
 }
-

@@ -59,7 +59,9 @@ func newMetrics(s *Server) *Metrics {
 	return m
 }
 
-func (m *Metrics) rejected(reason string) prometheus.Counter { return m.rejectedVec.WithLabelValues(reason) }
+func (m *Metrics) rejected(reason string) prometheus.Counter {
+	return m.rejectedVec.WithLabelValues(reason)
+}
 
 func (m *Metrics) observe(cmd byte, err error, d time.Duration) {
 	if err == nil || errors.Is(err, errQuit) {

@@ -610,7 +610,6 @@ type clientError struct{ err error }
 func (e *clientError) Error() string { return "client write: " + e.err.Error() }
 func (e *clientError) Unwrap() error { return e.err }
 
-
 // collationState maps a handshake collation id to a session State.
 func collationNames(id uint8) (cs, coll string) {
 	c, err := charset.GetCollationByID(int(id))
