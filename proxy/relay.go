@@ -10,6 +10,7 @@ import (
 type relayResult struct {
 	resultSets int
 	rows       uint64
+	started    bool  // a packet of the answer arrived (nothing can be retried after)
 	err        error // a MySQL error the backend returned (already relayed)
 }
 
@@ -39,6 +40,7 @@ func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
 			if err != nil {
 				return res, lost(err)
 			}
+			res.started = true
 			if len(p) == 0 {
 				return res, lost(wire.ErrMalformed)
 			}

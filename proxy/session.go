@@ -204,6 +204,10 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 			return errCloseAfterReply
 		}
 		return s.writeOK(0, 0)
+	case mysql.COM_STMT_PREPARE:
+		return s.stmtPrepare(p)
+	case mysql.COM_STMT_EXECUTE, mysql.COM_STMT_FETCH, mysql.COM_STMT_RESET, mysql.COM_STMT_CLOSE, mysql.COM_STMT_SEND_LONG_DATA:
+		return s.stmtCommand(p)
 	case mysql.COM_PROCESS_KILL:
 		if len(p) < 5 {
 			return s.fail(newErr(errMalformedPacket, "COM_PROCESS_KILL: short packet"))
@@ -366,45 +370,57 @@ func (s *Session) getParser() *router.Parser {
 
 // forward sends a command to the backend and relays the answer. raw is the
 // client's command packet; or rewritten is a query to send instead.
+//
+// A read-only statement that fails before any answer arrived, on a pooled
+// connection that was idle (the server may have closed it), is retried once
+// on a fresh connection: nothing was executed or sent to the client.
 func (s *Session) forward(raw []byte, rewritten *string, infos ...router.Info) error {
-	bc, err := s.conn()
-	if err != nil {
-		return s.fail(err)
-	}
-	bp := bc.Packets()
-	if rewritten != nil {
-		err = bp.WriteCommandString(mysql.COM_QUERY, *rewritten)
-	} else {
-		err = bp.WriteCommand(raw[0], raw[1:])
-	}
-	if err == nil {
-		err = bp.Flush()
-	}
-	if err != nil {
-		bc.MarkBroken()
-		return s.backendFailed(bc, &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err})
-	}
-	s.cur.Store(bc)
-	var res relayResult
-	if raw != nil && raw[0] == mysql.COM_STATISTICS {
-		err = s.relayOne(bc)
-	} else {
-		res, err = s.relay(bc, raw != nil && raw[0] == mysql.COM_FIELD_LIST)
-	}
-	s.cur.Store(nil)
-	if err != nil {
-		return s.backendFailed(bc, err)
-	}
-	if len(infos) > 0 && infos[0].Flags&router.FlagCalcFoundRows != 0 && res.resultSets > 0 {
-		if r, err := bc.Exec("SELECT FOUND_ROWS()"); err == nil && len(r.Rows) == 1 && r.Rows[0][0] != nil {
-			s.foundRows, _ = strconv.ParseUint(*r.Rows[0][0], 10, 64)
+	retriable := s.pinned == nil && (raw == nil || raw[0] != mysql.COM_QUERY ||
+		len(infos) > 0 && (infos[0].Kind == router.KindSelect || infos[0].Kind == router.KindShow) &&
+			infos[0].Flags&(router.FlagMulti|router.FlagGetLock|router.FlagUserVar) == 0)
+	for attempt := 0; ; attempt++ {
+		bc, err := s.conn()
+		if err != nil {
+			return s.fail(err)
 		}
-	}
-	s.release(bc)
-	if res.err != nil {
+		bp := bc.Packets()
+		if rewritten != nil {
+			err = bp.WriteCommandString(mysql.COM_QUERY, *rewritten)
+		} else {
+			err = bp.WriteCommand(raw[0], raw[1:])
+		}
+		if err == nil {
+			err = bp.Flush()
+		}
+		var res relayResult
+		if err != nil {
+			bc.MarkBroken()
+			err = &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err}
+		} else {
+			s.cur.Store(bc)
+			if raw != nil && raw[0] == mysql.COM_STATISTICS {
+				err = s.relayOne(bc)
+				res.started = true
+			} else {
+				res, err = s.relay(bc, raw != nil && raw[0] == mysql.COM_FIELD_LIST)
+			}
+			s.cur.Store(nil)
+		}
+		if err != nil {
+			if retriable && attempt == 0 && !res.started && backend.KindOf(err) == backend.KindLost {
+				s.release(bc) // broken: discarded
+				continue
+			}
+			return s.backendFailed(bc, err)
+		}
+		if len(infos) > 0 && infos[0].Flags&router.FlagCalcFoundRows != 0 && res.resultSets > 0 {
+			if r, err := bc.Exec("SELECT FOUND_ROWS()"); err == nil && len(r.Rows) == 1 && r.Rows[0][0] != nil {
+				s.foundRows, _ = strconv.ParseUint(*r.Rows[0][0], 10, 64)
+			}
+		}
+		s.release(bc)
 		return res.err
 	}
-	return nil
 }
 
 // backendFailed handles an error that left bc unusable or the client gone.
