@@ -1,0 +1,260 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Config is one ks.yaml. After Parse it is an immutable snapshot.
+type Config struct {
+	// kingshard keys
+	Addr             string         `yaml:"addr"`
+	PrometheusAddr   string         `yaml:"prometheus_addr"`
+	UserList         []UserConfig   `yaml:"user_list"`
+	WebAddr          string         `yaml:"web_addr"`
+	WebUser          string         `yaml:"web_user"`
+	WebPassword      string         `yaml:"web_password"`
+	LogPath          string         `yaml:"log_path"`
+	LogLevel         string         `yaml:"log_level"`     // debug|info|warn|error, default info
+	LogSQL           string         `yaml:"log_sql"`       // on|off, default off
+	SlowLogTime      int            `yaml:"slow_log_time"` // ms, 0 = off
+	AllowIPs         string         `yaml:"allow_ips"`     // comma-separated IPs and CIDRs
+	BlacklistSQLFile string         `yaml:"blacklist_sql_file"`
+	ProxyCharset     string         `yaml:"proxy_charset"` // default utf8mb4
+	Nodes            []NodeConfig   `yaml:"nodes"`
+	SchemaList       []SchemaConfig `yaml:"schema_list"`
+
+	// keyshard additions, all optional; etc/ks.yaml documents each.
+	MaxConnections     int      `yaml:"max_connections"`      // 0 = unlimited; ER_CON_COUNT_ERROR past it
+	TCPNoDelay         *bool    `yaml:"tcp_nodelay"`          // client side; default true
+	BackendTCPNoDelay  *bool    `yaml:"backend_tcp_nodelay"`  // default true
+	ClientWriteBuffer  int      `yaml:"client_write_buffer"`  // bytes, default 16384
+	BackendWriteBuffer int      `yaml:"backend_write_buffer"` // bytes, default 16384
+	ReadBuffer         int      `yaml:"read_buffer"`          // bytes, default 16384
+	PoolWaitTimeout    Duration `yaml:"pool_wait_timeout"`    // default 5s
+	PoolIdleTimeout    Duration `yaml:"pool_idle_timeout"`    // default 60s
+	PoolMaxLifetime    Duration `yaml:"pool_max_lifetime"`    // default 1h
+	PoolMinIdle        int      `yaml:"pool_min_idle"`        // warm set per node; omitted = 2; capped per node at max_conns_limit
+	ConnectTimeout     Duration `yaml:"connect_timeout"`      // backend dial+handshake, default 3s
+	ShutdownTimeout    Duration `yaml:"shutdown_timeout"`     // default 10s
+	MaxAllowedPacket   int      `yaml:"max_allowed_packet"`   // default 64 MiB
+	TLSCert            string   `yaml:"tls_cert"`             // PEM paths; both or neither
+	TLSKey             string   `yaml:"tls_key"`
+	RSAKey             string   `yaml:"rsa_key"`             // PEM private key for caching_sha2 full auth; empty = generated at start
+	DefaultAuthPlugin  string   `yaml:"default_auth_plugin"` // mysql_native_password (default) | caching_sha2_password
+	AdminUsers         []string `yaml:"admin_users"`
+	LogMaxSizeMB       int      `yaml:"log_max_size_mb"`  // lumberjack, default 100
+	LogMaxBackups      int      `yaml:"log_max_backups"`  // omitted = 5; 0 = keep all
+	LogMaxAgeDays      int      `yaml:"log_max_age_days"` // omitted = 7; 0 = no age limit
+	LogCompress        *bool    `yaml:"log_compress"`     // default true
+
+	src string // Source given to Parse, for Validate's messages
+	pos
+}
+
+// UserConfig is one client account of user_list.
+type UserConfig struct {
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// AuthPlugin is a keyshard addition: if set and the client starts with
+	// another plugin, the proxy sends an auth switch.
+	AuthPlugin string `yaml:"auth_plugin"`
+
+	pos
+}
+
+// NodeConfig is one backend node: a master and optional weighted slaves.
+type NodeConfig struct {
+	Name             string `yaml:"name"`
+	DownAfterNoAlive int    `yaml:"down_after_noalive"` // seconds
+	MaxConnsLimit    int    `yaml:"max_conns_limit"`    // default 16 if 0
+	User             string `yaml:"user"`
+	Password         string `yaml:"password"`
+	Master           string `yaml:"master"` // host:port (weight suffix not allowed on master)
+	Slave            string `yaml:"slave"`  // "host:port@weight,host:port@weight", weight default 1
+
+	// kingshard 2015 keys, read by legacy.go only
+	idleConns int
+	rwSplit   bool
+
+	pos
+}
+
+// SchemaConfig says which nodes a user's queries may reach and how its
+// sharded tables are split.
+type SchemaConfig struct {
+	User      string        `yaml:"user"`
+	Nodes     []string      `yaml:"nodes"`
+	Default   string        `yaml:"default"`
+	ShardRule []ShardConfig `yaml:"shard"`
+
+	pos
+}
+
+// ShardConfig is one sharded table. The shard functions live in
+// router/shard; here only the shape is checked.
+type ShardConfig struct {
+	DB            string   `yaml:"db"`
+	Table         string   `yaml:"table"`
+	Key           string   `yaml:"key"`
+	Nodes         []string `yaml:"nodes"`
+	Locations     []int    `yaml:"locations"`
+	Type          string   `yaml:"type"` // see ShardTypes
+	TableRowLimit int      `yaml:"table_row_limit"`
+	DateRange     []string `yaml:"date_range"`
+
+	pos
+}
+
+// ShardTypes are the shard rule type names accepted in ShardConfig.Type.
+var ShardTypes = []string{"hash", "range", "date_year", "date_month", "date_day", "list", "consistent_hash"}
+
+// Slave is one read replica of a node.
+type Slave struct {
+	Addr   string // host:port
+	Weight int    // >= 1
+}
+
+// pos remembers where a struct came from so that Validate, which runs after
+// decoding, can still name the line. It is zero for structs built in code.
+type pos struct {
+	path string         // "nodes[1]"; empty at top level
+	line int            // line of the mapping
+	keys map[string]int // key -> line of that key
+}
+
+func (p *pos) setPos(q pos) { *p = q }
+
+// lineOf returns the line of key, else of the mapping, else 0.
+func (p pos) lineOf(key string) int {
+	if l, ok := p.keys[key]; ok {
+		return l
+	}
+	return p.line
+}
+
+// has reports whether key was written in the file.
+func (p pos) has(key string) bool {
+	_, ok := p.keys[key]
+	return ok
+}
+
+// pathOr returns the recorded path, or def for a struct built in code.
+func (p pos) pathOr(def string) string {
+	if p.path != "" {
+		return p.path
+	}
+	return def
+}
+
+// Load reads and parses a config file. Error messages name the file as path.
+func Load(path string) (*Config, []string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes data strictly, maps kingshard's older forms, applies the
+// defaults and validates. source names the file in messages. The warnings
+// are meant to be logged once at startup; they are returned even with an
+// error.
+func Parse(data []byte, source string) (*Config, []string, error) {
+	d := newDecoder(source)
+	cfg := &Config{src: source}
+	d.decodeFile(data, cfg)
+	d.applyLegacy(cfg)
+	if err := d.err(); err != nil {
+		return nil, d.warnings(), err
+	}
+	d.dedupeUsers(cfg)
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, d.warnings(), err
+	}
+	d.lint(cfg)
+	d.notYetSupported(cfg)
+	return cfg, d.warnings(), nil
+}
+
+// UserPassword returns the user_list entry for user.
+func (c *Config) UserPassword(user string) (UserConfig, bool) {
+	for _, u := range c.UserList {
+		if u.User == user {
+			return u, true
+		}
+	}
+	return UserConfig{}, false
+}
+
+// SchemaFor returns the schema of user.
+func (c *Config) SchemaFor(user string) (*SchemaConfig, bool) {
+	for i := range c.SchemaList {
+		if c.SchemaList[i].User == user {
+			return &c.SchemaList[i], true
+		}
+	}
+	return nil, false
+}
+
+// Node returns the node called name.
+func (c *Config) Node(name string) (*NodeConfig, bool) {
+	for i := range c.Nodes {
+		if c.Nodes[i].Name == name {
+			return &c.Nodes[i], true
+		}
+	}
+	return nil, false
+}
+
+// IsAdmin reports whether user may run admin commands and kill other users'
+// connections: "root", as in kingshard, or anyone listed in admin_users.
+func (c *Config) IsAdmin(user string) bool {
+	if user == "root" {
+		return true
+	}
+	for _, a := range c.AdminUsers {
+		if a == user {
+			return true
+		}
+	}
+	return false
+}
+
+// Source is the file name the config was parsed from.
+func (c *Config) Source() string { return c.src }
+
+// Slaves parses the slave string: comma-separated host:port, each with an
+// optional @weight (default 1). Empty items are skipped so that generated
+// lists with a trailing comma load.
+func (n NodeConfig) Slaves() ([]Slave, error) {
+	var out []Slave
+	for item := range strings.SplitSeq(n.Slave, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		s := Slave{Addr: item, Weight: 1}
+		if addr, w, ok := strings.Cut(item, "@"); ok {
+			s.Addr = strings.TrimSpace(addr)
+			weight, err := strconv.Atoi(strings.TrimSpace(w))
+			if err != nil || weight < 1 {
+				return nil, fmt.Errorf("slave %q: bad weight %q: want an integer >= 1", item, w)
+			}
+			s.Weight = weight
+		}
+		if err := checkHostPort(s.Addr, true); err != nil {
+			return nil, fmt.Errorf("slave %q: %v", item, err)
+		}
+		for _, prev := range out {
+			if prev.Addr == s.Addr {
+				return nil, fmt.Errorf("slave %q listed twice", s.Addr)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,58 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// Error is one problem found in a config file. Line is 0 when it is not
+// known (a Config built in code rather than parsed).
+type Error struct {
+	Source string // file name as given to Load or Parse; may be empty
+	Line   int
+	Path   string // key path such as "nodes[1].master"; empty for unknown keys
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	var b []byte
+	switch {
+	case e.Source != "" && e.Line > 0:
+		b = fmt.Appendf(b, "%s:%d: ", e.Source, e.Line)
+	case e.Source != "":
+		b = append(b, e.Source+": "...)
+	case e.Line > 0:
+		b = append(b, "line "+strconv.Itoa(e.Line)+": "...)
+	}
+	if e.Path != "" {
+		b = append(b, e.Path+": "...)
+	}
+	return string(append(b, e.Msg...))
+}
+
+// problems collects errors so that one run reports every mistake in a file,
+// not just the first.
+type problems struct {
+	src  string
+	errs []*Error
+}
+
+func (p *problems) add(line int, path, format string, args ...any) {
+	p.errs = append(p.errs, &Error{Source: p.src, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// err returns nil or all problems sorted by line, joined.
+func (p *problems) err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(p.errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+	errs := make([]error, len(p.errs))
+	for i, e := range p.errs {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}

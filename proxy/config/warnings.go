@@ -1,0 +1,91 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// site is one place a key is set.
+type site struct {
+	line int
+	path string
+}
+
+// notYetSupported is the one list of keys that decode and validate but whose
+// feature is not built yet. Parse warns once per key that is set, naming
+// every place. Delete a row when its feature lands.
+var notYetSupported = []struct {
+	key     string
+	feature string
+	sites   func(c *Config) []site
+}{
+	{"slave", "read/write splitting", func(c *Config) []site {
+		return nodeSites(c, "slave", func(n *NodeConfig) bool { return strings.TrimSpace(n.Slave) != "" })
+	}},
+	{"rw_split", "read/write splitting", func(c *Config) []site {
+		return nodeSites(c, "rw_split", func(n *NodeConfig) bool { return n.rwSplit })
+	}},
+	{"down_after_noalive", "backend health checks", func(c *Config) []site {
+		return nodeSites(c, "down_after_noalive", func(n *NodeConfig) bool { return n.DownAfterNoAlive != 0 })
+	}},
+	{"shard", "shard routing; the rules are only validated", func(c *Config) []site {
+		var out []site
+		for i := range c.SchemaList {
+			s := &c.SchemaList[i]
+			if len(s.ShardRule) > 0 {
+				out = append(out, site{s.lineOf("shard"), join(s.pathOr(fmt.Sprintf("schema_list[%d]", i)), "shard")})
+			}
+		}
+		return out
+	}},
+	{"blacklist_sql_file", "SQL blacklist", func(c *Config) []site { return topSite(c, "blacklist_sql_file", c.BlacklistSQLFile) }},
+	{"web_user", "basic auth on web_addr", func(c *Config) []site { return topSite(c, "web_user", c.WebUser) }},
+	{"web_password", "basic auth on web_addr", func(c *Config) []site { return topSite(c, "web_password", c.WebPassword) }},
+}
+
+func topSite(c *Config, key, val string) []site {
+	if val == "" {
+		return nil
+	}
+	return []site{{c.lineOf(key), key}}
+}
+
+func nodeSites(c *Config, key string, set func(*NodeConfig) bool) []site {
+	var out []site
+	for i := range c.Nodes {
+		if n := &c.Nodes[i]; set(n) {
+			out = append(out, site{n.lineOf(key), join(n.pathOr(fmt.Sprintf("nodes[%d]", i)), key)})
+		}
+	}
+	return out
+}
+
+// notYetSupported warns once per row of the table that is set in cfg.
+func (d *decoder) notYetSupported(cfg *Config) {
+	for _, u := range notYetSupported {
+		sites := u.sites(cfg)
+		if len(sites) == 0 {
+			continue
+		}
+		msg := fmt.Sprintf("not yet supported (%s), ignored", u.feature)
+		if len(sites) > 1 {
+			paths := make([]string, len(sites))
+			for i, s := range sites {
+				paths[i] = s.path
+			}
+			msg += "; also set at " + strings.Join(paths[1:], ", ")
+		}
+		d.warn(sites[0].line, sites[0].path, "%s", msg)
+	}
+}
+
+// lint warns about things that are legal but probably not meant.
+func (d *decoder) lint(cfg *Config) {
+	for i := range cfg.SchemaList {
+		s := &cfg.SchemaList[i]
+		if _, ok := cfg.UserPassword(s.User); !ok {
+			d.warn(s.lineOf("user"), join(s.pathOr(fmt.Sprintf("schema_list[%d]", i)), "user"),
+				"user %q is not in user_list; this schema is unused", s.User)
+		}
+	}
+}
