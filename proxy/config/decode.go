@@ -20,9 +20,11 @@ import (
 // leaves aliases unexpanded in a yaml.Node tree, so a "billion laughs"
 // document or a self-referencing anchor would otherwise make the walk
 // exponential or endless.
-const nodeBudget = 1 << 20
+// 256k values is two orders of magnitude above a large real config.
+const nodeBudget = 1 << 18
 
-// maxMergeDepth bounds nested "<<" merge keys.
+// maxMergeDepth bounds nested "<<" merge keys; with fan-out, nested merges
+// grow exponentially even without a cycle.
 const maxMergeDepth = 16
 
 // decoder walks a yaml.Node tree into the config structs by their yaml tags.
@@ -102,6 +104,8 @@ func (d *decoder) decodeFile(data []byte, cfg *Config) {
 		return
 	}
 	d.decodeValue(root, "", reflect.ValueOf(cfg).Elem())
+	// A missing top-level key has no line; "line 1" would mislead.
+	cfg.line = 0
 }
 
 // resolve follows an alias to its anchor and charges the node budget.
@@ -122,7 +126,9 @@ func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func (d *decoder) exhausted() bool { return d.budget <= 0 }
+// exhausted reports that walking on is pointless: the budget is spent or
+// enough problems are known.
+func (d *decoder) exhausted() bool { return d.budget <= 0 || d.full() }
 
 func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
@@ -196,8 +202,8 @@ func (d *decoder) decodeValue(n *yaml.Node, path string, v reflect.Value) {
 		}
 		v.SetString(n.Value)
 	case reflect.Int:
-		var i int
-		if n.Kind != yaml.ScalarNode || n.Decode(&i) != nil {
+		i, ok := decodeInt(n)
+		if !ok {
 			d.wrongType(n, path, "an integer")
 			return
 		}
@@ -255,6 +261,21 @@ func (d *decoder) decodeSlice(n *yaml.Node, path string, v reflect.Value) {
 	v.Set(out)
 }
 
+// decodeInt reads a YAML integer. Plain decimals, nearly every integer in
+// a config, skip yaml.v3's comparatively slow Node.Decode.
+func decodeInt(n *yaml.Node) (int, bool) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, false
+	}
+	if n.Tag == "!!int" {
+		if i, err := strconv.Atoi(n.Value); err == nil {
+			return i, true
+		}
+	}
+	var i int
+	return i, n.Decode(&i) == nil
+}
+
 // positioned is implemented by the structs that embed pos.
 type positioned interface{ setPos(pos) }
 
@@ -265,7 +286,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value) {
 	}
 	fields := fieldsOf(v.Type())
 	keys := map[string]int{}
-	for _, e := range d.entries(n, path, 0) {
+	for _, e := range d.entries(n, path, nil) {
 		if d.exhausted() {
 			return
 		}
@@ -290,7 +311,7 @@ type entry struct{ key, val *yaml.Node }
 // entries lists a mapping's pairs, rejecting duplicate and non-scalar keys
 // and expanding "<<" merge keys; explicit keys win over merged ones, and
 // earlier merged mappings over later ones, as the YAML merge spec says.
-func (d *decoder) entries(n *yaml.Node, path string, depth int) []entry {
+func (d *decoder) entries(n *yaml.Node, path string, merging []*yaml.Node) []entry {
 	var out []entry
 	seen := map[string]int{}
 	var merges []*yaml.Node
@@ -318,8 +339,8 @@ func (d *decoder) entries(n *yaml.Node, path string, depth int) []entry {
 		if m = d.resolve(m); m == nil || d.exhausted() {
 			return out
 		}
-		if depth >= maxMergeDepth {
-			d.add(m.Line, path, "merge keys nested too deep")
+		if len(merging) >= maxMergeDepth {
+			d.add(m.Line, path, "merge keys nested more than %d deep", maxMergeDepth)
 			return out
 		}
 		srcs := []*yaml.Node{m}
@@ -336,7 +357,11 @@ func (d *decoder) entries(n *yaml.Node, path string, depth int) []entry {
 				d.add(s.Line, join(path, "<<"), "want a mapping or a list of mappings, got %s", describe(s))
 				continue
 			}
-			for _, e := range d.entries(s, path, depth+1) {
+			if s == n || slices.Contains(merging, s) {
+				d.add(s.Line, join(path, "<<"), "merges a mapping into itself")
+				return out
+			}
+			for _, e := range d.entries(s, path, append(merging, n)) {
 				if _, ok := seen[e.key.Value]; !ok {
 					seen[e.key.Value] = e.key.Line
 					out = append(out, e)
