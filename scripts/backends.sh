@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # backends.sh: throwaway MariaDB servers for keyshard tests, demos and benchmarks.
 #
-#   backends.sh install                 apt-get install mariadb-server mariadb-client sysbench if missing
+#   backends.sh install                 apt-get install mariadb-server mariadb-client sysbench (and gcc
+#                                       for go test -race) if missing; no-op otherwise
 #   backends.sh up N [BASEPORT]         start N instances on 127.0.0.1:BASEPORT.. (default 3307); idempotent
 #   backends.sh down                    stop every instance under the directory and remove it
 #   backends.sh status                  one line per instance: port, pid, up/down
@@ -24,7 +25,8 @@ BASE_DIR=${KS_BACKENDS_DIR:-/tmp/keyshard-backends}
 BASE_DIR=${BASE_DIR%/}
 MARKER=.keyshard-backends
 READY_TIMEOUT=${KS_BACKENDS_TIMEOUT:-60}
-PKGS=(mariadb-server mariadb-client sysbench)
+# gcc and libc6-dev: go test -race needs cgo, and a fresh Debian has no C compiler.
+PKGS=(mariadb-server mariadb-client sysbench gcc libc6-dev)
 
 die() {
 	echo "backends.sh: $*" >&2
@@ -54,12 +56,19 @@ run_root() {
 	fi
 }
 
-cmd_install() {
-	local missing=0 c
+# have_tools reports whether everything the tests, demo and bench need is
+# installed: MariaDB, sysbench, and a C toolchain (go test -race needs cgo).
+have_tools() {
+	local c
 	for c in mariadbd mariadb mariadb-admin mariadb-install-db sysbench; do
-		command -v "$c" >/dev/null || missing=1
+		command -v "$c" >/dev/null || return 1
 	done
-	((missing)) || return 0
+	command -v "${CC:-gcc}" >/dev/null || command -v cc >/dev/null || return 1
+	[[ -e /usr/include/stdlib.h ]] || return 1
+}
+
+cmd_install() {
+	have_tools && return 0
 	echo "backends.sh: installing ${PKGS[*]} with apt-get" >&2
 	# Keep the package's maintainer scripts from starting the system
 	# service: invoke-rc.d and deb-systemd-invoke honour policy-rc.d.
@@ -71,14 +80,12 @@ cmd_install() {
 	local rc=0
 	run_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || rc=$?
 	if ((rc == 0)); then
-		run_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		run_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${PKGS[@]}" || rc=$?
 	fi
 	((added)) && run_root rm -f "$policy"
 	((rc == 0)) || die "apt-get failed (exit $rc)"
-	for c in mariadbd mariadb mariadb-admin mariadb-install-db sysbench; do
-		command -v "$c" >/dev/null || die "$c still missing after apt-get install"
-	done
+	have_tools || die "tools still missing after apt-get install ${PKGS[*]}"
 }
 
 # lock serialises commands that change instances under BASE_DIR. The lock
