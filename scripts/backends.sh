@@ -99,11 +99,12 @@ lock() {
 
 inst_dir() { echo "$BASE_DIR/$1"; }
 
-# client runs a MariaDB client tool as root over the instance's socket.
+# client runs a MariaDB client tool as root over the instance's socket. It
+# reads no option files, so it also works for a directory without my.cnf.
 client() {
 	local tool=$1 port=$2
 	shift 2
-	"$tool" --defaults-file="$(inst_dir "$port")/my.cnf" "$@"
+	"$tool" --no-defaults --socket="$(inst_dir "$port")/sock" --user=root "$@"
 }
 
 inst_pid() {
@@ -244,6 +245,8 @@ cmd_up() {
 		valid_port "$port"
 		d=$(inst_dir "$port")
 		if [[ -S $d/sock ]] && alive "$port"; then
+			# Left running as is; the account and databases are made sure of.
+			setup_instance "$port"
 			echo "127.0.0.1:$port already running (pid $(inst_pid "$port" || echo '?'))"
 			continue
 		fi
@@ -281,7 +284,7 @@ instances() {
 	[[ -d $BASE_DIR ]] || return 0
 	for d in "$BASE_DIR"/*/; do
 		d=${d%/}
-		[[ -f $d/my.cnf && ${d##*/} =~ ^[0-9]+$ ]] && echo "${d##*/}"
+		[[ -d $d/data && ${d##*/} =~ ^[0-9]+$ ]] && echo "${d##*/}"
 	done | sort -n
 }
 
@@ -315,7 +318,7 @@ cmd_status() {
 cmd_stop() {
 	[[ $# -eq 1 ]] || usage
 	valid_port "$1"
-	[[ -f $(inst_dir "$1")/my.cnf ]] || die "no instance for port $1 under $BASE_DIR"
+	[[ -d $(inst_dir "$1")/data ]] || die "no instance for port $1 under $BASE_DIR"
 	lock
 	stop_instance "$1"
 }
@@ -336,7 +339,7 @@ cmd_start() {
 cmd_sql() {
 	[[ $# -ge 1 && $# -le 2 ]] || usage
 	valid_port "$1"
-	[[ -f $(inst_dir "$1")/my.cnf ]] || die "no instance for port $1 under $BASE_DIR"
+	[[ -d $(inst_dir "$1")/data ]] || die "no instance for port $1 under $BASE_DIR"
 	if [[ $# -eq 2 ]]; then
 		client mariadb "$1" -e "$2"
 	else
