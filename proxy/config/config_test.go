@@ -428,6 +428,8 @@ schema_list:
 		{"schema and schema_list", schema("    nodes: [node1]\n    default: node1\nschema:\n  nodes: [node1]\n  default: node1\n"), `test.yaml:16: schema: use either schema_list or schema, not both`},
 		{"two old schemas", minimal + "schemas:\n  - {nodes: [node1], rules: {default: node1}}\n  - {nodes: [node1], rules: {default: node1}}\n", `test.yaml:9: schemas: more than one old-style schema`},
 		{"bad ups item", "ups: root\n" + minimal, `test.yaml:1: ups: item "root": want user:password`},
+		{"bad idle_conns", node("    idle_conns: many\n"), `test.yaml:8: nodes[0].idle_conns: want an integer, got "many"`},
+		{"bad rw_split", node("    rw_split: maybe\n"), `test.yaml:8: nodes[0].rw_split: want true or false, got "maybe"`},
 		{"password without user", "password: x\n" + minimal, `test.yaml:1: user: required with the old top-level password key`},
 	}
 	for _, tt := range tests {

@@ -296,7 +296,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value) {
 			d.decodeValue(e.val, join(path, name), v.Field(i))
 			continue
 		}
-		if d.legacyKey(v, name, e.key, e.val) {
+		if d.legacyKey(v, path, name, e.key, e.val) {
 			continue
 		}
 		d.add(e.key.Line, "", "unknown key %q%s", name, in(path))

@@ -54,7 +54,7 @@ type legacyState struct {
 
 // legacyKey decodes a key that only kingshard's older files use. It reports
 // whether key was one of them.
-func (d *decoder) legacyKey(v reflect.Value, key string, k, val *yaml.Node) bool {
+func (d *decoder) legacyKey(v reflect.Value, path, key string, k, val *yaml.Node) bool {
 	l := &d.legacy
 	switch t := v.Addr().Interface().(type) {
 	case *Config:
@@ -87,9 +87,9 @@ func (d *decoder) legacyKey(v reflect.Value, key string, k, val *yaml.Node) bool
 	case *NodeConfig:
 		switch key {
 		case "idle_conns":
-			d.decodeValue(val, join(t.path, key), reflect.ValueOf(&t.idleConns).Elem())
+			d.decodeValue(val, join(path, key), reflect.ValueOf(&t.idleConns).Elem())
 		case "rw_split":
-			d.decodeValue(val, join(t.path, key), reflect.ValueOf(&t.rwSplit).Elem())
+			d.decodeValue(val, join(path, key), reflect.ValueOf(&t.rwSplit).Elem())
 		default:
 			return false
 		}
