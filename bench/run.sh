@@ -1,0 +1,409 @@
+#!/usr/bin/env bash
+# bench/run.sh: keyshard against a direct connection, in the same run, as a
+# ratio. See bench/README.md for what it measures and every option.
+#
+#   bench/run.sh [--workloads=LIST] [--threads=LIST] [--time=S] [--rounds=N]
+#                [--skip-big] [--ks-bin=PATH] [--out=FILE] [--down] [--self-test]
+#
+# Every option can also be given as an environment variable (WORKLOADS,
+# THREADS, TIME, ROUNDS, SKIP_BIG=1, KS_BIN, OUT, DOWN=1, SELF_TEST=1);
+# flags win over the environment.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+export LC_ALL=C
+
+WORKLOADS=${WORKLOADS:-oltp_point_select oltp_read_only oltp_read_write}
+THREADS=${THREADS:-4 16 64}
+TIME=${TIME:-10}
+ROUNDS=${ROUNDS:-2}
+SKIP_BIG=${SKIP_BIG:-0}
+KS_BIN=${KS_BIN:-}
+OUT=${OUT:-}
+DOWN=${DOWN:-0}
+SELF_TEST=${SELF_TEST:-0}
+TABLE_SIZE=${TABLE_SIZE:-10000}
+BIG_ROWS=${BIG_ROWS:-1000000}
+DIRECT_PORT=${DIRECT_PORT:-23400}
+KS_ADDR=${KS_ADDR:-127.0.0.1:19696}
+WEB_ADDR=${WEB_ADDR-127.0.0.1:19697}
+# Bench backends live apart from the demo's and the tests' so that their
+# `down` never stops the bench backend and vice versa.
+export KS_BACKENDS_DIR=${KS_BACKENDS_DIR:-/tmp/keyshard-bench}
+
+usage() {
+	sed -n '2,10s/^# \{0,1\}//p' "$0" >&2
+	exit 2
+}
+
+while (($#)); do
+	arg=$1
+	shift
+	case $arg in
+	--*=*) name=${arg%%=*} val=${arg#*=} ;;
+	--skip-big | --down | --self-test | -h | --help) name=$arg val=1 ;;
+	--*)
+		(($#)) || usage
+		name=$arg val=$1
+		shift
+		;;
+	*) usage ;;
+	esac
+	case $name in
+	--workloads) WORKLOADS=${val//,/ } ;;
+	--threads) THREADS=${val//,/ } ;;
+	--time) TIME=$val ;;
+	--rounds) ROUNDS=$val ;;
+	--skip-big) SKIP_BIG=$val ;;
+	--ks-bin) KS_BIN=$val ;;
+	--out) OUT=$val ;;
+	--down) DOWN=$val ;;
+	--self-test) SELF_TEST=$val ;;
+	*) usage ;;
+	esac
+done
+WORKLOADS=${WORKLOADS//,/ }
+THREADS=${THREADS//,/ }
+for v in TIME ROUNDS TABLE_SIZE BIG_ROWS DIRECT_PORT; do
+	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || {
+		echo "bench: $v must be a positive integer, got '${!v}'" >&2
+		exit 2
+	}
+done
+for t in $THREADS; do
+	[[ $t =~ ^[1-9][0-9]*$ ]] || {
+		echo "bench: bad thread count '$t'" >&2
+		exit 2
+	}
+done
+
+KS_HOST=${KS_ADDR%:*}
+KS_PORT=${KS_ADDR##*:}
+if [[ $SELF_TEST == 1 ]]; then
+	# Both sides direct: checks the script and shows the noise floor (the
+	# ratio should be ~1.00).
+	B_PORT=$DIRECT_PORT
+	B_NAME="direct (self-test)"
+else
+	B_PORT=$KS_PORT
+	B_NAME=keyshard
+fi
+
+WORK=$(mktemp -d /tmp/keyshard-bench-run.XXXXXX)
+KS_PID=
+FAILED=0
+CLK_TCK=$(getconf CLK_TCK)
+
+log() { echo "bench: $*" >&2; }
+
+die() {
+	log "$*"
+	FAILED=1
+	exit 1
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [[ -n $KS_PID ]] && kill -0 "$KS_PID" 2>/dev/null; then
+		kill -TERM "$KS_PID" 2>/dev/null || true
+		for _ in $(seq 50); do
+			kill -0 "$KS_PID" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -KILL "$KS_PID" 2>/dev/null || true
+		wait "$KS_PID" 2>/dev/null || true
+	fi
+	if [[ $DOWN == 1 ]]; then
+		scripts/backends.sh down >&2 || true
+	fi
+	if ((rc != 0 || FAILED)); then
+		log "work dir kept for inspection: $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# fcalc evaluates an awk expression (floating point).
+fcalc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
+
+# cpu_ticks prints utime+stime of PID in clock ticks.
+cpu_ticks() {
+	local stat
+	stat=$(<"/proc/$1/stat")
+	stat=${stat##*) }
+	# After "pid (comm) ", field 1 is state; utime and stime are 12 and 13.
+	awk '{ print $12 + $13 }' <<<"$stat"
+}
+
+vm_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+
+ks_alive() {
+	[[ $SELF_TEST == 1 ]] && return 0
+	kill -0 "$KS_PID" 2>/dev/null && return 0
+	log "keyshard (pid $KS_PID) died; last log lines:"
+	tail -n 30 "$WORK/keyshard.log" >&2 || true
+	die "keyshard is gone"
+}
+
+mysql_at() {
+	local port=$1
+	shift
+	mariadb -h127.0.0.1 -P"$port" -uks -pks "$@"
+}
+
+# ---------------------------------------------------------------- setup
+scripts/backends.sh up 1 "$DIRECT_PORT" >&2
+
+if [[ $SELF_TEST != 1 ]]; then
+	if [[ -z $KS_BIN ]]; then
+		log "building bin/keyshard"
+		go build -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
+			-o bin/keyshard ./cmd/keyshard
+		KS_BIN=$ROOT/bin/keyshard
+	fi
+	[[ -x $KS_BIN ]] || die "$KS_BIN is not an executable"
+	if (exec 3<>"/dev/tcp/$KS_HOST/$KS_PORT") 2>/dev/null; then
+		die "$KS_ADDR is already in use"
+	fi
+	cat >"$WORK/bench.yaml" <<EOF
+# Written by bench/run.sh: one unsharded node, everything goes to node1.
+addr: $KS_ADDR
+web_addr: $WEB_ADDR
+log_level: warn
+log_sql: off
+user_list:
+  - user: ks
+    password: ks
+nodes:
+  - name: node1
+    max_conns_limit: 128
+    user: ks
+    password: ks
+    master: 127.0.0.1:$DIRECT_PORT
+schema_list:
+  - user: ks
+    nodes: [node1]
+    default: node1
+    shard:
+      -
+EOF
+	[[ -n $WEB_ADDR ]] || sed -i '/^web_addr:/d' "$WORK/bench.yaml"
+	"$KS_BIN" -config "$WORK/bench.yaml" >"$WORK/keyshard.log" 2>&1 &
+	KS_PID=$!
+	deadline=$((SECONDS + 30))
+	until mysql_at "$KS_PORT" --connect-timeout=1 -e 'SELECT 1' >/dev/null 2>&1; do
+		ks_alive
+		((SECONDS < deadline)) || die "keyshard not serving on $KS_ADDR after 30s (log: $WORK/keyshard.log)"
+		sleep 0.2
+	done
+	log "keyshard pid $KS_PID on $KS_ADDR${WEB_ADDR:+ (pprof: http://$WEB_ADDR/debug/pprof/)}"
+fi
+
+SB_COMMON=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=ks --mysql-password=ks
+	--mysql-db=sbtest --tables=1 --table-size="$TABLE_SIZE" --db-ps-mode=disable)
+
+rows=$(mysql_at "$DIRECT_PORT" -N sbtest -e 'SELECT COUNT(*) FROM sbtest1' 2>/dev/null || echo 0)
+if [[ $rows != "$TABLE_SIZE" ]]; then
+	log "sysbench prepare: sbtest1 with $TABLE_SIZE rows"
+	sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="$DIRECT_PORT" cleanup >/dev/null
+	sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="$DIRECT_PORT" prepare >"$WORK/prepare.log" ||
+		die "sysbench prepare failed: $(tail -n 5 "$WORK/prepare.log")"
+fi
+
+# ---------------------------------------------------------------- OLTP
+# run_sysbench PORT WORKLOAD THREADS LOGFILE -> "qps p95_ms total_queries"
+run_sysbench() {
+	local port=$1 wl=$2 th=$3 out=$4
+	if ! sysbench "$wl" "${SB_COMMON[@]}" --mysql-port="$port" --threads="$th" --time="$TIME" \
+		--report-interval=0 --percentile=95 run >"$out" 2>&1; then
+		log "sysbench $wl threads=$th port=$port failed:"
+		tail -n 15 "$out" >&2
+		return 1
+	fi
+	awk '
+		$1 == "queries:" { total = $2; qps = $3; gsub(/[(]/, "", qps) }
+		/95th percentile:/ { p95 = $3 }
+		END { if (qps == "" || p95 == "") exit 1; print qps, p95, total }' "$out"
+}
+
+declare -A SUM
+add() { SUM[$1]=$(fcalc "${SUM[$1]:-0} + $2"); }
+
+n=0
+for wl in $WORKLOADS; do
+	for th in $THREADS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			n=$((n + 1))
+			res=$(run_sysbench "$DIRECT_PORT" "$wl" "$th" "$WORK/$wl.$th.$r.direct.log") || {
+				FAILED=1
+				continue
+			}
+			read -r qps p95 _ <<<"$res"
+			add "$wl/$th/dq" "$qps"
+			add "$wl/$th/dp" "$p95"
+			add "$wl/$th/dn" 1
+			log "$wl threads=$th round $r: direct   $qps qps, p95 $p95 ms"
+
+			ks_alive
+			t0=0
+			[[ $SELF_TEST == 1 ]] || t0=$(cpu_ticks "$KS_PID")
+			res=$(run_sysbench "$B_PORT" "$wl" "$th" "$WORK/$wl.$th.$r.keyshard.log") || {
+				FAILED=1
+				ks_alive
+				continue
+			}
+			read -r qps p95 total <<<"$res"
+			add "$wl/$th/kq" "$qps"
+			add "$wl/$th/kp" "$p95"
+			add "$wl/$th/kn" 1
+			cpu="n/a"
+			if [[ $SELF_TEST != 1 ]]; then
+				t1=$(cpu_ticks "$KS_PID")
+				cpu=$(fcalc "($t1 - $t0) / $CLK_TCK * 1000000 / $total")
+				add "$wl/$th/cpu" "$cpu"
+			fi
+			[[ $cpu == n/a ]] || cpu=$(printf %.1f "$cpu")
+			log "$wl threads=$th round $r: $B_NAME $qps qps, p95 $p95 ms, proxy CPU $cpu us/query"
+		done
+	done
+done
+
+OLTP_RSS=
+[[ $SELF_TEST == 1 ]] || OLTP_RSS=$(vm_kib "$KS_PID" VmHWM)
+
+# ---------------------------------------------------------------- 1M rows
+if [[ $SKIP_BIG != 1 ]]; then
+	rows=$(mysql_at "$DIRECT_PORT" -N sbtest -e 'SELECT COUNT(*) FROM big' 2>/dev/null || echo 0)
+	if [[ $rows != "$BIG_ROWS" ]]; then
+		log "creating sbtest.big with $BIG_ROWS rows"
+		# As root over the socket, without binlogging the bulk insert.
+		scripts/backends.sh sql "$DIRECT_PORT" "
+			SET SESSION sql_log_bin = 0;
+			USE sbtest;
+			DROP TABLE IF EXISTS big;
+			CREATE TABLE big (
+			  id  INT UNSIGNED NOT NULL PRIMARY KEY,
+			  k   INT UNSIGNED NOT NULL,
+			  c   CHAR(120) NOT NULL,
+			  pad CHAR(60) NOT NULL
+			) ENGINE=InnoDB;
+			INSERT INTO big
+			  SELECT seq, seq % 100003, CONCAT_WS('-', MD5(seq), MD5(seq + 1), MD5(seq + 2)), MD5(seq * 31)
+			  FROM seq_1_to_${BIG_ROWS};" >&2
+	fi
+	# Peak RSS of the streaming test alone: reset VmHWM to the current RSS.
+	if [[ $SELF_TEST != 1 ]]; then
+		echo 5 >"/proc/$KS_PID/clear_refs" 2>/dev/null || log "cannot reset VmHWM; peak RSS covers the whole run"
+	fi
+	# big_select PORT -> seconds
+	big_select() {
+		local t0 t1
+		t0=$(date +%s%N)
+		mysql_at "$1" --quick sbtest -e 'SELECT * FROM big' >/dev/null || return 1
+		t1=$(date +%s%N)
+		fcalc "($t1 - $t0) / 1e9"
+	}
+	for ((r = 1; r <= ROUNDS; r++)); do
+		if s=$(big_select "$DIRECT_PORT"); then
+			add big/d "$s"
+			add big/dn 1
+			log "SELECT * FROM big round $r: direct   $(printf %.2f "$s") s"
+		else
+			FAILED=1
+		fi
+		ks_alive
+		t0=0
+		[[ $SELF_TEST == 1 ]] || t0=$(cpu_ticks "$KS_PID")
+		if s=$(big_select "$B_PORT"); then
+			add big/k "$s"
+			add big/kn 1
+			if [[ $SELF_TEST != 1 ]]; then
+				t1=$(cpu_ticks "$KS_PID")
+				add big/cpu "$(fcalc "($t1 - $t0) / $CLK_TCK")"
+			fi
+			log "SELECT * FROM big round $r: $B_NAME $(printf %.2f "$s") s"
+		else
+			FAILED=1
+			ks_alive
+		fi
+	done
+	BIG_RSS=
+	[[ $SELF_TEST == 1 ]] || BIG_RSS=$(vm_kib "$KS_PID" VmHWM)
+fi
+
+# ---------------------------------------------------------------- report
+# mean KEY COUNTKEY FORMAT
+mean() {
+	local n=${SUM[$2]:-0}
+	if [[ -z ${SUM[$1]:-} || $n == 0 || $n == 0.000000 ]]; then
+		echo "-"
+	else
+		awk -v s="${SUM[$1]}" -v n="$n" -v f="$3" 'BEGIN { printf f, s / n }'
+	fi
+}
+ratio() {
+	if [[ $1 == - || $2 == - ]]; then echo "-"; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; fi
+}
+
+ver=$(git describe --always --dirty 2>/dev/null || echo dev)
+ksver=
+[[ $SELF_TEST == 1 ]] || ksver=$("$KS_BIN" -version 2>/dev/null || true)
+cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
+{
+	echo
+	echo "### $(date -u '+%Y-%m-%d %H:%M UTC') - ${ksver:-keyshard} (git $ver)$([[ $SELF_TEST == 1 ]] && echo ' - SELF_TEST: both sides direct')"
+	echo
+	echo "$(nproc) CPUs ($cpu_model), MariaDB $dbver, $(sysbench --version)." \
+		"sysbench --tables=1 --table-size=$TABLE_SIZE --db-ps-mode=disable, ${TIME}s per run," \
+		"$ROUNDS rounds alternating direct/keyshard; means over rounds. Client, proxy and server share the machine."
+	echo
+	echo "| workload | threads | direct QPS | keyshard QPS | keyshard/direct | direct p95 ms | keyshard p95 ms | proxy CPU µs/query |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+	for wl in $WORKLOADS; do
+		for th in $THREADS; do
+			dq=$(mean "$wl/$th/dq" "$wl/$th/dn" %.0f)
+			kq=$(mean "$wl/$th/kq" "$wl/$th/kn" %.0f)
+			dp=$(mean "$wl/$th/dp" "$wl/$th/dn" %.2f)
+			kp=$(mean "$wl/$th/kp" "$wl/$th/kn" %.2f)
+			cpu=$(mean "$wl/$th/cpu" "$wl/$th/kn" %.0f)
+			[[ $SELF_TEST == 1 ]] && cpu="n/a"
+			echo "| ${wl#oltp_} | $th | $dq | $kq | $(ratio "$kq" "$dq") | $dp | $kp | $cpu |"
+		done
+	done
+	if [[ -n $OLTP_RSS ]]; then
+		echo
+		echo "keyshard peak RSS during the OLTP runs: $(awk -v k="$OLTP_RSS" 'BEGIN { printf "%.1f", k / 1024 }') MiB."
+	fi
+	if [[ $SKIP_BIG != 1 ]]; then
+		d=$(mean big/d big/dn %.2f)
+		k=$(mean big/k big/kn %.2f)
+		echo
+		echo "\`SELECT * FROM big\` ($BIG_ROWS rows, \`mariadb --quick\` to /dev/null):"
+		echo
+		echo "| direct s | keyshard s | keyshard/direct | keyshard CPU s | keyshard peak RSS MiB |"
+		echo "|---:|---:|---:|---:|---:|"
+		kcpu="n/a" rss="n/a"
+		if [[ $SELF_TEST != 1 ]]; then
+			kcpu=$(mean big/cpu big/kn %.2f)
+			rss=$(awk -v k="${BIG_RSS:-0}" 'BEGIN { printf "%.1f", k / 1024 }')
+		fi
+		echo "| $d | $k | $(ratio "$k" "$d") | $kcpu | $rss |"
+	fi
+	if ((FAILED)); then
+		echo
+		echo "Some runs failed (see stderr); their rows are means over the runs that passed, or '-'."
+	fi
+} >"$WORK/report.md"
+
+cat "$WORK/report.md"
+if [[ -n $OUT ]]; then
+	cat "$WORK/report.md" >>"$OUT"
+	log "appended to $OUT"
+fi
+((FAILED == 0)) || exit 1
