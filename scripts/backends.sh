@@ -186,11 +186,20 @@ start_instance() {
 	if port_in_use "$port"; then
 		die "127.0.0.1:$port is in use by another process (not the instance in $d)"
 	fi
-	# New session, no inherited stdio or lock fd: callers that wait for our
-	# output (go test's exec.Command, a pipe) must not wait for mariadbd.
+	# New session and no inherited descriptors (stdio, our lock, a CI
+	# runner's or make's pipes): whoever waits for our output or our pipes
+	# (go test's exec.Command, a pipeline) must not wait for mariadbd.
 	local setsid=()
 	command -v setsid >/dev/null && setsid=(setsid)
-	"${setsid[@]}" mariadbd --defaults-file="$d/my.cnf" </dev/null >>"$d/stdout.log" 2>&1 9>&- &
+	(
+		for fd in "/proc/$BASHPID/fd/"*; do
+			fd=${fd##*/}
+			if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then
+				eval "exec $fd>&-" 2>/dev/null || true
+			fi
+		done
+		exec "${setsid[@]}" mariadbd --defaults-file="$d/my.cnf" </dev/null >>"$d/stdout.log" 2>&1
+	) &
 	local launched=$! deadline=$((SECONDS + READY_TIMEOUT)) dead=0
 	until alive "$port"; do
 		# setsid may fork, so a gone launcher only counts once no pid file
