@@ -9,6 +9,7 @@
 # THREADS, TIME, ROUNDS, SKIP_BIG=1, KS_BIN, OUT, DOWN=1, SELF_TEST=1);
 # flags win over the environment.
 set -euo pipefail
+CALLER_DIR=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 export LC_ALL=C
@@ -76,6 +77,10 @@ for t in $THREADS; do
 		exit 2
 	}
 done
+
+# Relative paths are the caller's, not the repo root's.
+[[ -z $OUT || $OUT == /* ]] || OUT=$CALLER_DIR/$OUT
+[[ -z $KS_BIN || $KS_BIN == /* ]] || KS_BIN=$CALLER_DIR/$KS_BIN
 
 KS_HOST=${KS_ADDR%:*}
 KS_PORT=${KS_ADDR##*:}
