@@ -149,7 +149,7 @@ func (s *Session) handshake() error {
 		if s.srv.tlsConf == nil {
 			return newErr(errNotSupported, "TLS requested but keyshard has no tls_cert/tls_key")
 		}
-		tc := tls.Server(s.nc, s.srv.tlsConf)
+		tc := tls.Server(s.pkt.Unread(), s.srv.tlsConf)
 		if err := tc.Handshake(); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -119,7 +120,9 @@ func (s *Session) run() {
 		if err != nil {
 			if errors.Is(err, wire.ErrPacketTooLarge) {
 				s.writeError(newErr(errPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes"))
-				_ = s.pkt.Flush()
+				if s.pkt.Flush() == nil {
+					s.lingerClose()
+				}
 			} else if errors.Is(err, wire.ErrSequence) {
 				s.writeError(newErr(errMalformedPacket, "Got packets out of order"))
 				_ = s.pkt.Flush()
@@ -153,6 +156,18 @@ func (s *Session) run() {
 			return
 		}
 	}
+}
+
+// lingerClose ends a connection whose client may still be sending (a packet
+// we refused): closing with unread input makes the kernel send a reset,
+// which can destroy the error we just wrote before the client reads it. So
+// shut our side, and drain what the client sends for a moment first.
+func (s *Session) lingerClose() {
+	if cw, ok := s.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = s.nc.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(s.nc, int64(s.srv.cfg.MaxAllowedPacket)+1<<24))
 }
 
 var (
@@ -190,7 +205,13 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		default:
 			return s.fail(newErr(errNotSupported, "COM_SET_OPTION: unknown option %d", binary16(p[1:])))
 		}
-		s.buf = wire.AppendEOF(s.buf[:0], 0, s.status())
+		// Answered like the end of a result set: with CLIENT_DEPRECATE_EOF
+		// that is the 0xfe-headed OK, as MySQL and MariaDB send.
+		if s.caps&mysql.CLIENT_DEPRECATE_EOF != 0 {
+			s.buf = wire.AppendResultEndOK(s.buf[:0], 0, s.status())
+		} else {
+			s.buf = wire.AppendEOF(s.buf[:0], 0, s.status())
+		}
 		return s.pkt.WritePacket(s.buf)
 	case mysql.COM_RESET_CONNECTION:
 		s.endSession()
@@ -311,7 +332,7 @@ func (s *Session) query(p []byte) error {
 	case router.KindKill:
 		return s.killStmt(sql[info.Start:])
 	case router.KindUse:
-		db := parseUse(sql[info.Start:])
+		db := strings.Clone(parseUse(sql[info.Start:]))
 		if info.Flags&router.FlagMulti == 0 && db != "" {
 			if err := s.useDB(db); err != nil {
 				return s.fail(err)
@@ -613,7 +634,9 @@ func (s *Session) interrupt(closeConn bool) {
 		cancel()
 	}
 	if closeConn {
-		_ = s.nc.SetReadDeadline(time.Now())
+		// Both directions: a session blocked writing to a client that stopped
+		// reading must give up too.
+		_ = s.nc.SetDeadline(time.Now())
 		if !s.busy.Load() {
 			_ = s.nc.Close()
 		}

@@ -46,7 +46,8 @@ type SetItem struct {
 	Collation string // SetNames only
 }
 
-// ParseSet parses a SET statement into its assignments.
+// ParseSet parses a SET statement into its assignments. The returned
+// strings never alias sql.
 func (p *Parser) ParseSet(sql string) ([]SetItem, error) {
 	stmts, err := p.Parse(sql)
 	if err != nil {
@@ -61,15 +62,16 @@ func (p *Parser) ParseSet(sql string) ([]SetItem, error) {
 	}
 	items := make([]SetItem, 0, len(set.Variables))
 	for _, v := range set.Variables {
-		name := strings.ToLower(v.Name)
+		// Clone: names may alias sql, which callers may reuse.
+		name := strings.Clone(strings.ToLower(v.Name))
 		switch {
 		case v.Name == ast.SetNames || v.Name == ast.SetCharset:
 			it := SetItem{Kind: SetNames}
 			if ve, ok := v.Value.(ast.ValueExpr); ok {
-				it.Name = strings.ToLower(ve.GetString())
+				it.Name = strings.Clone(strings.ToLower(ve.GetString()))
 			}
 			if v.ExtendValue != nil {
-				it.Collation = strings.ToLower(v.ExtendValue.GetString())
+				it.Collation = strings.Clone(strings.ToLower(v.ExtendValue.GetString()))
 			}
 			if it.Name == "" || it.Name == "default" {
 				it.Name = ""

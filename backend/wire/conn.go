@@ -57,11 +57,40 @@ func NewConn(nc net.Conn, readBuf, writeBuf int) *Conn {
 func (c *Conn) NetConn() net.Conn { return c.nc }
 
 // Reset points the connection at a new net.Conn (after a TLS upgrade) with
-// fresh buffers of the same size. Nothing may be buffered when it is called.
+// fresh buffers of the same size. Bytes still in the read buffer are lost:
+// hand the old connection on through Unread first.
 func (c *Conn) Reset(nc net.Conn) {
 	c.nc = nc
 	c.br.Reset(nc)
 	c.bw.Reset(nc)
+}
+
+// Unread returns the underlying connection with whatever the read buffer
+// already holds put back in front of it. A client may send its TLS
+// ClientHello in the same segment as the SSLRequest; the TLS layer must see
+// those bytes too.
+func (c *Conn) Unread() net.Conn {
+	n := c.br.Buffered()
+	if n == 0 {
+		return c.nc
+	}
+	b, _ := c.br.Peek(n)
+	return &prefixConn{Conn: c.nc, prefix: append([]byte(nil), b...)}
+}
+
+// prefixConn reads prefix before reading from Conn.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
 }
 
 // Buffered reports how many bytes are waiting in the read buffer.
@@ -83,7 +112,12 @@ func (c *Conn) ReadRaw() ([]byte, error) {
 	if seq != c.Seq {
 		return nil, fmt.Errorf("%w: got sequence %d, want %d", ErrSequence, seq, c.Seq)
 	}
+	// The header counts as received: an error answering it carries the
+	// next sequence id.
 	c.Seq++
+	if n > c.MaxRead {
+		return nil, ErrPacketTooLarge
+	}
 	if 4+n <= c.br.Size() {
 		p, err := c.br.Peek(4 + n)
 		if err != nil {

@@ -1,7 +1,8 @@
 // Package e2e runs keyshard in-process against real MariaDB servers that the
 // test run starts itself with scripts/backends.sh (installed with apt-get if
 // missing). Backends listen on 127.0.0.1:24307-24309 under
-// /tmp/keyshard-e2e; set KEEP_BACKENDS=1 to leave them running afterwards.
+// /tmp/keyshard-e2e; set KEEP_BACKENDS=1 to leave them running afterwards
+// and KS_BACKENDS_SCRIPT to use another script with the same commands.
 package e2e
 
 import (
@@ -50,7 +51,11 @@ func TestMain(m *testing.M) {
 
 // backends runs scripts/backends.sh with args.
 func backends(args ...string) (string, error) {
-	cmd := exec.Command("bash", append([]string{filepath.Join(repoRoot, "scripts", "backends.sh")}, args...)...)
+	script := filepath.Join(repoRoot, "scripts", "backends.sh")
+	if s := os.Getenv("KS_BACKENDS_SCRIPT"); s != "" {
+		script = s
+	}
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

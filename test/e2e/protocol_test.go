@@ -1050,12 +1050,18 @@ func TestPacketTooLarge(t *testing.T) {
 	if v := queryString(t, c, "SELECT LENGTH('"+strings.Repeat("x", 512<<10)+"')"); v != fmt.Sprint(512<<10) {
 		t.Fatalf("512 KiB query: %q", v)
 	}
-	// 2 MiB in one physical packet, over max_allowed_packet.
+	// 2 MiB in one physical packet, over max_allowed_packet. Raw framing:
+	// the writer goroutine and the reader share no sequence counter.
+	r1, _ := rawLogin(t, p.Addr)
 	q := append([]byte{mysql.COM_QUERY}, "SELECT LENGTH('"+strings.Repeat("y", 2<<20)+"')"...)
-	c.ResetSequence()
 	werr := make(chan error, 1)
-	go func() { werr <- c.WritePacket(append(make([]byte, 4), q...)) }()
-	ans, err := c.ReadPacket()
+	go func() {
+		hdr := []byte{byte(len(q)), byte(len(q) >> 8), byte(len(q) >> 16), 0}
+		_, err := r1.nc.Write(append(hdr, q...))
+		werr <- err
+	}()
+	r1.seq = 1 // the answer to a command packet with sequence 0
+	ans, err := r1.read()
 	<-werr // the proxy may close before reading it all
 	switch {
 	case err != nil:
@@ -1064,7 +1070,7 @@ func TestPacketTooLarge(t *testing.T) {
 		t.Errorf("2 MiB query in one packet over max_allowed_packet 1 MiB: got %.80q, want ERR 1153: "+
 			"the proxy accepted and forwarded a packet larger than max_allowed_packet", ans)
 	default:
-		if _, err := c.ReadPacket(); err == nil {
+		if _, err := r1.read(); err == nil {
 			t.Error("connection still open after ERR 1153")
 		}
 	}
