@@ -1,0 +1,257 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/keyshard/keyshard/router/shard"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// insertPlan is the part of a plan that splits INSERT/REPLACE ... VALUES
+// rows by sub-table.
+type insertPlan struct {
+	keys []operand  // the shard key of each row
+	rows []template // each row, "(v1,v2,...)", with parameter markers
+}
+
+func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
+	var target *tableRef
+	for _, r := range sharded {
+		if st.Table != nil && st.Table.TableRefs != nil {
+			if ts, ok := st.Table.TableRefs.Left.(*ast.TableSource); ok && ts.Source == ast.ResultSetNode(r.tn) {
+				target = r
+			}
+		}
+	}
+	if target == nil {
+		// The sharded table is only read (INSERT INTO plain SELECT FROM sharded).
+		return errorf("INSERT ... SELECT reading sharded table %s is not supported", sharded[0].rule.Table)
+	}
+	t := target.rule
+	if len(sharded) > 1 || st.Select != nil {
+		return errorf("INSERT ... SELECT into sharded table %s is not supported", t.Table)
+	}
+	for _, a := range st.OnDuplicate {
+		if a.Column.Name.L == t.Key {
+			return errorf("ON DUPLICATE KEY UPDATE cannot change shard key %s of sharded table %s", t.Key, t.Table)
+		}
+	}
+	// INSERT ... SET k = v arrives as columns and one row; it is rewritten
+	// in the VALUES form.
+	st.Setlist = false
+	if len(st.Columns) == 0 {
+		return errorf("INSERT into sharded table %s must name its columns (the shard key %s among them)", t.Table, t.Key)
+	}
+	ki := slices.IndexFunc(st.Columns, func(c *ast.ColumnName) bool { return c.Name.L == t.Key })
+	if ki < 0 {
+		return errorf("INSERT into sharded table %s must give shard key %s", t.Table, t.Key)
+	}
+	ip := &insertPlan{}
+	for _, row := range st.Lists {
+		if len(row) != len(st.Columns) {
+			return errorf("INSERT into %s: column count doesn't match value count", t.Table)
+		}
+		o, ok := operandOf(row[ki])
+		if !ok {
+			return errorf("shard key %s of sharded table %s must be a literal value in INSERT", t.Key, t.Table)
+		}
+		ip.keys = append(ip.keys, o)
+	}
+	// Row templates are restored after the parameters are replaced: build
+	// them lazily in finishInsert.
+	b.plan.insert = ip
+	return nil
+}
+
+// finishInsert restores each VALUES row on its own (with markers).
+func finishInsert(st *ast.InsertStmt, ip *insertPlan, params bool) error {
+	for _, row := range st.Lists {
+		var sb strings.Builder
+		sb.WriteByte('(')
+		for i, e := range row {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			s, err := restore(e)
+			if err != nil {
+				return err
+			}
+			sb.WriteString(s)
+		}
+		sb.WriteByte(')')
+		ip.rows = append(ip.rows, parseTemplate(sb.String(), params))
+	}
+	return nil
+}
+
+// Route is what one node runs for a statement: one SQL statement per
+// sub-table.
+type Route struct {
+	Node      string
+	SubTables []string
+	SQL       []string
+}
+
+// Routing is a bound plan: where the statement goes and as what.
+type Routing struct {
+	Routes []Route
+	// FirstRow: for a split INSERT, the route and statement index holding
+	// the statement's first row (whose insert id MySQL reports).
+	FirstRoute, FirstSQL int
+	// Merge is set when several sub-tables answer a statement whose result
+	// needs a merge step.
+	Merge string
+}
+
+// Targets counts the sub-tables the routing touches.
+func (r *Routing) Targets() int {
+	n := 0
+	for _, rt := range r.Routes {
+		n += len(rt.SQL)
+	}
+	return n
+}
+
+// Bind computes the routing of a sharded plan for the given literals.
+// prefix (leading comments of the client's statement) is kept in front of
+// every rewritten statement.
+func (p *Plan) Bind(lits []Literal, prefix string) (*Routing, error) {
+	if p.Kind != PlanSharded {
+		return nil, errors.New("keyshard: Bind on an unsharded plan")
+	}
+	if len(lits) < p.nparams {
+		return nil, errorf("statement has %d literals, plan wants %d", len(lits), p.nparams)
+	}
+	t := p.tables[0]
+	names := make([]string, len(p.tables))
+	if p.insert != nil {
+		return p.bindInsert(t, lits, prefix, names)
+	}
+	subs, err := p.cond.eval(t.Rule, lits)
+	if err != nil {
+		if errors.Is(err, shard.ErrKeyOutOfRange) {
+			subs = []int{} // no sub-table can hold the row
+		} else {
+			return nil, keyErr(t, err)
+		}
+	}
+	if subs == nil {
+		subs = make([]int, len(t.subs))
+		for i := range subs {
+			subs[i] = i
+		}
+	}
+	if len(subs) == 0 {
+		if p.Stmt == KindInsert || p.Stmt == KindReplace {
+			return nil, errorf("no sub-table of %s holds this shard key", t.Table)
+		}
+		// Nothing can match; one sub-table gives the right empty answer.
+		subs = []int{0}
+	}
+	rt := &Routing{}
+	if len(subs) > 1 && p.merge != "" {
+		rt.Merge = p.merge
+	}
+	for _, i := range subs {
+		for j, tr := range p.tables {
+			names[j] = tr.SubTableName(i)
+		}
+		var sb strings.Builder
+		sb.Grow(len(prefix) + p.tmpl.size())
+		sb.WriteString(prefix)
+		p.tmpl.render(&sb, names, lits, "")
+		rt.add(t.NodeOf(i), t.SubTableName(i), sb.String())
+	}
+	if len(p.unsharded) > 0 {
+		for _, r := range rt.Routes {
+			if r.Node != p.def {
+				return nil, errorf("cross-shard join not supported: unsharded table %s lives on default node %s, but sharded %s needs node %s",
+					p.unsharded[0], p.def, t.Table, r.Node)
+			}
+		}
+	}
+	return rt, nil
+}
+
+func keyErr(t *TableRule, err error) error {
+	return errorf("shard key %s of %s: %v", t.Key, t.Table, err)
+}
+
+func (rt *Routing) add(node, sub, sql string) {
+	for i := range rt.Routes {
+		if rt.Routes[i].Node == node {
+			rt.Routes[i].SubTables = append(rt.Routes[i].SubTables, sub)
+			rt.Routes[i].SQL = append(rt.Routes[i].SQL, sql)
+			return
+		}
+	}
+	rt.Routes = append(rt.Routes, Route{Node: node, SubTables: []string{sub}, SQL: []string{sql}})
+}
+
+func (p *Plan) bindInsert(t *TableRule, lits []Literal, prefix string, names []string) (*Routing, error) {
+	ip := p.insert
+	bySub := map[int][]int{}
+	var order []int
+	for r, k := range ip.keys {
+		v := k.value(lits)
+		if v == nil {
+			return nil, errorf("shard key %s of sharded table %s cannot be NULL", t.Key, t.Table)
+		}
+		i, err := t.Rule.Find(v)
+		if err != nil {
+			return nil, keyErr(t, err)
+		}
+		if _, ok := bySub[i]; !ok {
+			order = append(order, i)
+		}
+		bySub[i] = append(bySub[i], r)
+	}
+	slices.Sort(order)
+	rt := &Routing{}
+	for _, i := range order {
+		var rows strings.Builder
+		for n, r := range bySub[i] {
+			if n > 0 {
+				rows.WriteByte(',')
+			}
+			ip.rows[r].render(&rows, nil, lits, "")
+		}
+		for j, tr := range p.tables {
+			names[j] = tr.SubTableName(i)
+		}
+		var sb strings.Builder
+		sb.Grow(len(prefix) + p.tmpl.size() + rows.Len())
+		sb.WriteString(prefix)
+		p.tmpl.render(&sb, names, lits, rows.String())
+		node := t.NodeOf(i)
+		rt.add(node, t.SubTableName(i), sb.String())
+		if bySub[i][0] == 0 {
+			rt.FirstRoute = slices.IndexFunc(rt.Routes, func(r Route) bool { return r.Node == node })
+			rt.FirstSQL = len(rt.Routes[rt.FirstRoute].SQL) - 1
+		}
+	}
+	return rt, nil
+}
+
+// Explain renders a routing as rows of (node, sub-table, SQL).
+func (rt *Routing) Explain() [][3]string {
+	var out [][3]string
+	for _, r := range rt.Routes {
+		for i := range r.SQL {
+			out = append(out, [3]string{r.Node, r.SubTables[i], r.SQL[i]})
+		}
+	}
+	return out
+}
+
+// String is for tests and logs.
+func (rt *Routing) String() string {
+	var sb strings.Builder
+	for _, e := range rt.Explain() {
+		fmt.Fprintf(&sb, "%s %s: %s\n", e[0], e[1], e[2])
+	}
+	return sb.String()
+}

@@ -1,0 +1,597 @@
+package router
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
+)
+
+// PlanKind says how a statement is executed.
+type PlanKind uint8
+
+// Plan kinds.
+const (
+	// PlanDefault: the statement touches no sharded table; the client's
+	// own bytes go to the schema's default node.
+	PlanDefault PlanKind = iota
+	// PlanSharded: Bind computes the sub-tables and the rewritten SQL.
+	PlanSharded
+)
+
+// Plan is the routing plan of one statement shape. It is immutable once
+// built and shared by every session through the plan cache; everything that
+// depends on the literal values happens in Bind.
+type Plan struct {
+	Kind PlanKind
+	Stmt Kind // statement kind (select, insert, ...)
+
+	tables    []*TableRule // sharded tables referenced; all share one layout
+	cond      *cond        // which sub-tables the WHERE allows; nil = all
+	tmpl      template
+	insert    *insertPlan
+	merge     string   // non-empty: why a result from several sub-tables needs a merge keyshard lacks
+	unsharded []string // unsharded tables also referenced: the route must be the default node
+	def       string   // default node
+	nparams   int
+	shape     string
+}
+
+// Tables returns the sharded tables the plan touches, for EXPLAIN.
+func (p *Plan) Tables() []*TableRule { return p.tables }
+
+// Error is a routing error: the statement cannot be routed as written. The
+// proxy maps it to ER_NOT_SUPPORTED_YET or, with Parse set, ER_PARSE_ERROR.
+type Error struct {
+	Msg   string
+	Parse bool // the parser rejected the statement
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errorf(format string, args ...any) *Error {
+	return &Error{Msg: "keyshard: " + fmt.Sprintf(format, args...)}
+}
+
+// Plan returns the plan for sql run with current database db, and the
+// literals to bind it with. A cache hit costs one Normalize pass and a map
+// lookup. Statements the router cannot route return an *Error.
+func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Literal, error) {
+	if kind == KindDDL {
+		// DDL keeps its literals (DEFAULT 'x', COMMENT '...'): never cached.
+		pl, err := s.build(p, sql, db, kind, false)
+		return pl, nil, err
+	}
+	shape, lits := Normalize(sql)
+	key := db + "\x00" + shape
+	if pl := s.cache.get(key); pl != nil {
+		return pl, lits, nil
+	}
+	pl, err := s.build(p, shape, db, kind, true)
+	if err == nil {
+		s.cache.put(key, pl)
+		return pl, lits, nil
+	}
+	// The shape may not parse where the grammar wants a literal; plan the
+	// statement as written (not cached: its literals are baked in).
+	pl, err2 := s.build(p, sql, db, kind, false)
+	if err2 != nil {
+		return nil, nil, err2
+	}
+	return pl, nil, nil
+}
+
+// build parses text (a shape with ? parameters when params) and plans it.
+func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool) (*Plan, error) {
+	stmts, err := p.Parse(text)
+	if err != nil || len(stmts) != 1 {
+		if params {
+			return nil, err
+		}
+		// Unparseable: harmless on the default node unless it may touch a
+		// sharded table.
+		if name := s.mentionsShardedName(text); name != "" {
+			msg := "statement could not be parsed"
+			if err != nil {
+				msg = err.Error()
+			}
+			return nil, &Error{Msg: fmt.Sprintf("keyshard: cannot route a statement on sharded table %s: %s", name, msg), Parse: true}
+		}
+		return &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default}, nil
+	}
+	if params {
+		numberParams(stmts[0])
+	}
+	b := &builder{s: s, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default, shape: text}}
+	return b.build(stmts[0], params)
+}
+
+type tableRef struct {
+	tn       *ast.TableName
+	rule     *TableRule
+	alias    string // lower case; "" when none
+	name     string // lower case table name as written
+	subquery bool
+	index    int // into plan.tables
+}
+
+type builder struct {
+	s    *Schema
+	db   string
+	plan *Plan
+	refs []*tableRef
+}
+
+func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
+	switch stmt.(type) {
+	case *ast.SelectStmt, *ast.SetOprStmt, *ast.InsertStmt, *ast.UpdateStmt, *ast.DeleteStmt:
+	case *ast.CreateTableStmt, *ast.AlterTableStmt, *ast.DropTableStmt, *ast.TruncateTableStmt,
+		*ast.CreateIndexStmt, *ast.DropIndexStmt, *ast.RenameTableStmt:
+		return b.buildDDL(stmt)
+	default:
+		// SHOW, SET, transaction control, ...: the default node.
+		return b.plan, nil
+	}
+	b.collect(stmt)
+	var sharded []*tableRef
+	for _, r := range b.refs {
+		if r.rule != nil {
+			sharded = append(sharded, r)
+		} else if !slices.Contains(b.plan.unsharded, r.name) {
+			b.plan.unsharded = append(b.plan.unsharded, r.name)
+		}
+	}
+	if len(sharded) == 0 {
+		return b.plan, nil
+	}
+	pl := b.plan
+	pl.Kind = PlanSharded
+	for _, r := range sharded {
+		if r.subquery {
+			return nil, errorf("sharded table %s in a subquery is not supported", r.rule.Table)
+		}
+		i := slices.Index(pl.tables, r.rule)
+		if i < 0 {
+			i = len(pl.tables)
+			pl.tables = append(pl.tables, r.rule)
+		}
+		r.index = i
+	}
+	for _, t := range pl.tables[1:] {
+		if !pl.tables[0].sameLayout(t) {
+			return nil, errorf("cross-shard join not supported: %s and %s are sharded differently", pl.tables[0].Table, t.Table)
+		}
+	}
+	if err := b.checkColocated(stmt, sharded); err != nil {
+		return nil, err
+	}
+
+	var where ast.ExprNode
+	switch st := stmt.(type) {
+	case *ast.SelectStmt:
+		where = st.Where
+		pl.merge = selectMerge(st)
+	case *ast.SetOprStmt:
+		pl.merge = "UNION"
+	case *ast.UpdateStmt:
+		where = st.Where
+		for _, a := range st.List {
+			if r := b.keyColumn(a.Column); r != nil {
+				return nil, errorf("cannot update shard key %s of sharded table %s: delete and re-insert the row", r.rule.Key, r.rule.Table)
+			}
+		}
+		if st.Limit != nil || st.Order != nil {
+			pl.merge = "ORDER BY/LIMIT"
+		}
+	case *ast.DeleteStmt:
+		where = st.Where
+		if st.Limit != nil || st.Order != nil {
+			pl.merge = "ORDER BY/LIMIT"
+		}
+	case *ast.InsertStmt:
+		if err := b.buildInsert(st, sharded); err != nil {
+			return nil, err
+		}
+	}
+	if where != nil {
+		pl.cond = b.condOf(where)
+	}
+	if params {
+		replaceParams(stmt, &pl.nparams)
+	}
+	b.renameTables(stmt)
+	if pl.insert != nil {
+		ins := stmt.(*ast.InsertStmt)
+		if err := finishInsert(ins, pl.insert, params); err != nil {
+			return nil, errorf("cannot rewrite the statement: %v", err)
+		}
+		ins.Lists = [][]ast.ExprNode{{ast.NewValueExpr(int64(rowsMarker), "", "")}}
+	}
+	text, err := restore(stmt)
+	if err != nil {
+		return nil, errorf("cannot rewrite the statement: %v", err)
+	}
+	if sel, ok := stmt.(*ast.SelectStmt); ok && sel.LockInfo != nil && sel.LockInfo.LockType == ast.SelectLockForShare &&
+		strings.HasSuffix(text, " FOR SHARE") {
+		// TiDB writes LOCK IN SHARE MODE as FOR SHARE, which MariaDB
+		// before 10.12 does not know.
+		text = strings.TrimSuffix(text, " FOR SHARE") + " LOCK IN SHARE MODE"
+	}
+	pl.tmpl = parseTemplate(text, params)
+	return pl, nil
+}
+
+// collect finds every table the statement names, with its alias.
+func (b *builder) collect(stmt ast.StmtNode) {
+	v := &refCollector{b: b, seen: map[*ast.TableName]bool{}}
+	if _, ok := stmt.(*ast.SelectStmt); ok {
+		v.selects = -1 // the statement itself is not a subquery
+	}
+	stmt.Accept(v)
+}
+
+type refCollector struct {
+	b       *builder
+	seen    map[*ast.TableName]bool
+	selects int
+	cte     map[string]bool
+}
+
+func (v *refCollector) Enter(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *ast.SelectStmt:
+		v.selects++
+		if x.With != nil {
+			if v.cte == nil {
+				v.cte = map[string]bool{}
+			}
+			for _, c := range x.With.CTEs {
+				v.cte[c.Name.L] = true
+			}
+		}
+	case *ast.SetOprStmt:
+		v.selects++
+	case *ast.TableSource:
+		if tn, ok := x.Source.(*ast.TableName); ok {
+			v.add(tn, x.AsName.L)
+		}
+	case *ast.TableName:
+		v.add(x, "")
+	}
+	return n, false
+}
+
+func (v *refCollector) Leave(n ast.Node) (ast.Node, bool) {
+	switch n.(type) {
+	case *ast.SelectStmt, *ast.SetOprStmt:
+		v.selects--
+	}
+	return n, true
+}
+
+func (v *refCollector) add(tn *ast.TableName, alias string) {
+	if v.seen[tn] {
+		return
+	}
+	v.seen[tn] = true
+	if tn.Schema.L == "" && v.cte[tn.Name.L] {
+		return
+	}
+	db := tn.Schema.L
+	if db == "" {
+		db = v.b.db
+	}
+	r := &tableRef{tn: tn, alias: alias, name: tn.Name.L, subquery: v.selects > 0}
+	if db != "" {
+		r.rule = v.b.s.Table(db, tn.Name.L)
+	}
+	// DELETE t1 FROM t1 AS x ...: a name in the delete list may be an alias.
+	if r.rule != nil && alias == "" {
+		for _, o := range v.b.refs {
+			if o.alias == r.name {
+				v.b.refs = append(v.b.refs, &tableRef{tn: tn, name: r.name, alias: "\x00alias"})
+				return
+			}
+		}
+	}
+	v.b.refs = append(v.b.refs, r)
+}
+
+// keyColumn returns the sharded table whose shard key c names, or nil.
+func (b *builder) keyColumn(c *ast.ColumnName) *tableRef {
+	if c == nil {
+		return nil
+	}
+	var found *tableRef
+	for _, r := range b.refs {
+		if r.rule == nil || c.Name.L != r.rule.Key {
+			continue
+		}
+		switch {
+		case c.Table.L == "":
+		case r.alias != "" && c.Table.L == r.alias:
+		case r.alias == "" && c.Table.L == r.name && (c.Schema.L == "" || c.Schema.L == r.rule.DB):
+		default:
+			continue
+		}
+		if found == nil {
+			found = r
+		}
+	}
+	if found != nil && c.Table.L == "" {
+		// An unqualified name is the key only if no unsharded table could
+		// own a column of that name; with unsharded tables present we
+		// cannot tell, so we do not narrow by it... unless it is the only
+		// table.
+		if len(b.refs) > 1 && len(b.plan.unsharded) > 0 {
+			return nil
+		}
+	}
+	return found
+}
+
+// checkColocated requires that several sharded tables are joined on their
+// shard keys, so each sub-table index holds matching rows.
+func (b *builder) checkColocated(stmt ast.StmtNode, sharded []*tableRef) error {
+	if len(sharded) < 2 {
+		return nil
+	}
+	parent := make([]int, len(sharded))
+	for i := range parent {
+		parent[i] = i
+	}
+	find := func(i int) int {
+		for parent[i] != i {
+			i = parent[i]
+		}
+		return i
+	}
+	idx := func(r *tableRef) int { return slices.Index(sharded, r) }
+	var conds []ast.ExprNode
+	ast.Node(stmt).Accept(&onCollector{out: &conds})
+	switch st := stmt.(type) {
+	case *ast.SelectStmt:
+		conds = append(conds, st.Where)
+	case *ast.UpdateStmt:
+		conds = append(conds, st.Where)
+	case *ast.DeleteStmt:
+		conds = append(conds, st.Where)
+	}
+	for _, c := range conds {
+		for _, e := range conjuncts(c) {
+			be, ok := e.(*ast.BinaryOperationExpr)
+			if !ok || be.Op != opcode.EQ {
+				continue
+			}
+			l, lok := be.L.(*ast.ColumnNameExpr)
+			r, rok := be.R.(*ast.ColumnNameExpr)
+			if !lok || !rok || l.Name.Table.L == "" || r.Name.Table.L == "" {
+				continue
+			}
+			a, c := b.keyColumn(l.Name), b.keyColumn(r.Name)
+			if a == nil || c == nil {
+				continue
+			}
+			if i, j := idx(a), idx(c); i >= 0 && j >= 0 {
+				parent[find(i)] = find(j)
+			}
+		}
+	}
+	for i := 1; i < len(sharded); i++ {
+		if find(i) != find(0) {
+			return errorf("cross-shard join not supported: %s and %s are not joined on their shard keys (%s.%s = %s.%s)",
+				sharded[0].rule.Table, sharded[i].rule.Table, refName(sharded[0]), sharded[0].rule.Key, refName(sharded[i]), sharded[i].rule.Key)
+		}
+	}
+	return nil
+}
+
+func refName(r *tableRef) string {
+	if r.alias != "" {
+		return r.alias
+	}
+	return r.name
+}
+
+type onCollector struct{ out *[]ast.ExprNode }
+
+func (v *onCollector) Enter(n ast.Node) (ast.Node, bool) {
+	if j, ok := n.(*ast.Join); ok && j.On != nil {
+		*v.out = append(*v.out, j.On.Expr)
+	}
+	return n, false
+}
+func (v *onCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+func conjuncts(e ast.ExprNode) []ast.ExprNode {
+	if e == nil {
+		return nil
+	}
+	switch x := e.(type) {
+	case *ast.ParenthesesExpr:
+		return conjuncts(x.Expr)
+	case *ast.BinaryOperationExpr:
+		if x.Op == opcode.LogicAnd {
+			return append(conjuncts(x.L), conjuncts(x.R)...)
+		}
+	}
+	return []ast.ExprNode{e}
+}
+
+// selectMerge says why a SELECT answered by several sub-tables would need
+// a merge step ("" when concatenating the results is exact).
+func selectMerge(st *ast.SelectStmt) string {
+	switch {
+	case st.GroupBy != nil:
+		return "GROUP BY"
+	case st.Having != nil:
+		return "HAVING"
+	case st.OrderBy != nil:
+		return "ORDER BY"
+	case st.Limit != nil:
+		return "LIMIT"
+	case st.Distinct:
+		return "DISTINCT"
+	case st.SelectStmtOpts != nil && st.SelectStmtOpts.CalcFoundRows:
+		return "SQL_CALC_FOUND_ROWS"
+	}
+	if st.Fields != nil {
+		v := &aggFinder{}
+		for _, f := range st.Fields.Fields {
+			if f.Expr != nil {
+				f.Expr.Accept(v)
+			}
+		}
+		if v.found != "" {
+			return v.found
+		}
+	}
+	return ""
+}
+
+type aggFinder struct{ found string }
+
+func (v *aggFinder) Enter(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *ast.AggregateFuncExpr:
+		v.found = strings.ToUpper(x.F) + "()"
+		return n, true
+	case *ast.WindowFuncExpr:
+		v.found = "window function " + strings.ToUpper(x.Name) + "()"
+		return n, true
+	case *ast.SubqueryExpr:
+		return n, true
+	}
+	return n, false
+}
+func (v *aggFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// numberParams gives each ? its order in the text (the parser leaves Order
+// to the planner that usually runs after it).
+func numberParams(stmt ast.StmtNode) {
+	v := &paramCollector{}
+	stmt.Accept(v)
+	slices.SortFunc(v.params, func(a, b *driver.ParamMarkerExpr) int { return a.Offset - b.Offset })
+	for i, pm := range v.params {
+		pm.Order = i
+	}
+}
+
+type paramCollector struct{ params []*driver.ParamMarkerExpr }
+
+func (v *paramCollector) Enter(n ast.Node) (ast.Node, bool) {
+	if pm, ok := n.(*driver.ParamMarkerExpr); ok {
+		v.params = append(v.params, pm)
+	}
+	return n, false
+}
+func (v *paramCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// replaceParams turns every ? into an integer marker carrying its order.
+func replaceParams(stmt ast.StmtNode, n *int) {
+	stmt.Accept(&paramReplacer{n: n})
+}
+
+type paramReplacer struct{ n *int }
+
+func (v *paramReplacer) Enter(n ast.Node) (ast.Node, bool) { return n, false }
+func (v *paramReplacer) Leave(n ast.Node) (ast.Node, bool) {
+	if pm, ok := n.(*driver.ParamMarkerExpr); ok {
+		*v.n = max(*v.n, pm.Order+1)
+		return ast.NewValueExpr(int64(markerBase+pm.Order), "", ""), true
+	}
+	return n, true
+}
+
+// renameTables puts table markers on sharded table names and on column
+// qualifiers that use the table's own name.
+func (b *builder) renameTables(stmt ast.StmtNode) {
+	byTN := map[*ast.TableName]*tableRef{}
+	for _, r := range b.refs {
+		if r.rule != nil {
+			byTN[r.tn] = r
+		}
+	}
+	stmt.Accept(&renamer{b: b, byTN: byTN})
+}
+
+type renamer struct {
+	b    *builder
+	byTN map[*ast.TableName]*tableRef
+}
+
+func (v *renamer) Enter(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *ast.TableName:
+		if r := v.byTN[x]; r != nil {
+			x.Name = ast.NewCIStr(tableMarker(r.index))
+		}
+	case *ast.ColumnName:
+		if x.Table.L == "" {
+			break
+		}
+		for _, r := range v.b.refs {
+			if r.rule != nil && r.alias == "" && x.Table.L == r.name && (x.Schema.L == "" || x.Schema.L == r.rule.DB) {
+				x.Table = ast.NewCIStr(tableMarker(r.index))
+				break
+			}
+		}
+	}
+	return n, false
+}
+func (v *renamer) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// buildDDL plans DDL on a sharded table: run on every sub-table.
+func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
+	var names []*ast.TableName
+	switch st := stmt.(type) {
+	case *ast.CreateTableStmt:
+		names = []*ast.TableName{st.Table}
+	case *ast.AlterTableStmt:
+		names = []*ast.TableName{st.Table}
+	case *ast.DropTableStmt:
+		names = st.Tables
+	case *ast.TruncateTableStmt:
+		names = []*ast.TableName{st.Table}
+	case *ast.CreateIndexStmt:
+		names = []*ast.TableName{st.Table}
+	case *ast.DropIndexStmt:
+		names = []*ast.TableName{st.Table}
+	case *ast.RenameTableStmt:
+		for _, t := range st.TableToTables {
+			names = append(names, t.OldTable, t.NewTable)
+		}
+	}
+	var hit *tableRef
+	for _, tn := range names {
+		db := tn.Schema.L
+		if db == "" {
+			db = b.db
+		}
+		if r := b.s.Table(db, tn.Name.L); r != nil {
+			if hit != nil || len(names) > 1 {
+				return nil, errorf("DDL naming sharded table %s together with other tables is not supported: one table per statement", r.Table)
+			}
+			hit = &tableRef{tn: tn, rule: r, name: tn.Name.L}
+		}
+	}
+	if hit == nil {
+		return b.plan, nil
+	}
+	if _, ok := stmt.(*ast.RenameTableStmt); ok {
+		return nil, errorf("RENAME TABLE of sharded table %s is not supported", hit.rule.Table)
+	}
+	b.refs = []*tableRef{hit}
+	b.plan.Kind = PlanSharded
+	b.plan.tables = []*TableRule{hit.rule}
+	b.renameTables(stmt)
+	text, err := restore(stmt)
+	if err != nil {
+		return nil, errorf("cannot rewrite the statement: %v", err)
+	}
+	b.plan.tmpl = parseTemplate(text, false)
+	return b.plan, nil
+}

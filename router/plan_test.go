@@ -1,0 +1,196 @@
+package router
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keyshard/keyshard/router/shard"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*_cases.json with the current plans")
+
+// testSchema has one table per rule type, over two nodes.
+func testSchema(t testing.TB) *Schema {
+	t.Helper()
+	nodes := []string{"node1", "node2"}
+	s, err := NewSchema(SchemaConfig{Default: "node1", Nodes: nodes, Tables: []TableConfig{
+		{DB: "kingshard", Table: "user", Key: "id", Nodes: nodes, Shard: shard.Config{Type: "hash", Nodes: 2, Locations: []int{4, 4}}},
+		{DB: "kingshard", Table: "orders", Key: "user_id", Nodes: nodes, Shard: shard.Config{Type: "hash", Nodes: 2, Locations: []int{4, 4}}},
+		{DB: "kingshard", Table: "item", Key: "id", Nodes: nodes, Shard: shard.Config{Type: "hash", Nodes: 2, Locations: []int{2, 2}}},
+		{DB: "kingshard", Table: "log", Key: "id", Nodes: nodes, Shard: shard.Config{Type: "range", Nodes: 2, Locations: []int{2, 2}, TableRowLimit: 1000}},
+		{DB: "kingshard", Table: "ev_y", Key: "ts", Nodes: nodes, Shard: shard.Config{Type: "date_year", Nodes: 2, DateRange: []string{"2015-2016", "2017"}, Location: time.UTC}},
+		{DB: "kingshard", Table: "ev_m", Key: "ts", Nodes: nodes, Shard: shard.Config{Type: "date_month", Nodes: 2, DateRange: []string{"201501-201502", "201503"}, Location: time.UTC}},
+		{DB: "kingshard", Table: "ev_d", Key: "ts", Nodes: nodes, Shard: shard.Config{Type: "date_day", Nodes: 2, DateRange: []string{"20150101-20150102", "20150103"}, Location: time.UTC}},
+		{DB: "kingshard", Table: "region", Key: "code", Nodes: nodes, Shard: shard.Config{Type: "list", Nodes: 2, Locations: []int{1, 1}, ListValues: map[string]int{"1": 0, "2": 0, "3": 1}}},
+		{DB: "kingshard", Table: "sess", Key: "token", Nodes: nodes, Shard: shard.Config{Type: "consistent_hash", Nodes: 2, Locations: []int{4, 4}}},
+	}}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type planCase struct {
+	Comment string      `json:"comment,omitempty"`
+	DB      string      `json:"db,omitempty"`
+	Query   string      `json:"query"`
+	Plan    string      `json:"plan,omitempty"` // "default" or "sharded"
+	Routes  [][3]string `json:"routes,omitempty"`
+	Merge   string      `json:"merge,omitempty"`
+	Error   string      `json:"error,omitempty"`
+}
+
+// TestPlanGolden plans every query in testdata/*_cases.json and compares
+// node, sub-table and rewritten SQL with the file. go test -run
+// TestPlanGolden -update rewrites the files; review the diff.
+func TestPlanGolden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*_cases.json")
+	if len(files) == 0 {
+		t.Fatal("no testdata/*_cases.json")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cases []planCase
+			if err := json.Unmarshal(data, &cases); err != nil {
+				t.Fatal(err)
+			}
+			s := testSchema(t)
+			p := NewParser()
+			for i := range cases {
+				c := &cases[i]
+				got := runCase(s, p, c)
+				// Twice: the second run is a plan cache hit and must agree.
+				again := runCase(s, p, c)
+				if g, a := mustJSON(got), mustJSON(again); g != a {
+					t.Errorf("%s: cache hit differs from miss:\n%s\n%s", c.Query, g, a)
+				}
+				if *update {
+					*c = got
+					continue
+				}
+				if g, w := mustJSON(got), mustJSON(*c); g != w {
+					t.Errorf("%s\n got: %s\nwant: %s", c.Query, g, w)
+				}
+			}
+			if *update {
+				out, _ := json.MarshalIndent(cases, "", "  ")
+				if err := os.WriteFile(f, append(out, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func runCase(s *Schema, p *Parser, c *planCase) planCase {
+	out := planCase{Comment: c.Comment, DB: c.DB, Query: c.Query}
+	db := c.DB
+	if db == "" {
+		db = "kingshard"
+	}
+	info := Classify(c.Query)
+	pl, lits, err := s.Plan(p, c.Query, db, info.Kind)
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	if pl.Kind == PlanDefault {
+		out.Plan = "default"
+		return out
+	}
+	out.Plan = "sharded"
+	rt, err := pl.Bind(lits, c.Query[:leadingComments(c.Query, info)])
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	out.Routes = rt.Explain()
+	out.Merge = rt.Merge
+	return out
+}
+
+// leadingComments is how the proxy finds the prefix to keep.
+func leadingComments(q string, info Info) int {
+	if strings.TrimSpace(q[:info.Start]) == "" {
+		return 0
+	}
+	return info.Start
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// BenchmarkRoutePointSelectHit is the per-query routing cost of a point
+// select once its shape is cached: Normalize, a map lookup, Bind.
+func BenchmarkRoutePointSelectHit(b *testing.B) {
+	s := testSchema(b)
+	p := NewParser()
+	const q = "SELECT c FROM user WHERE id = 12345"
+	if _, _, err := s.Plan(p, q, "kingshard", KindSelect); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		pl, lits, err := s.Plan(p, q, "kingshard", KindSelect)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pl.Bind(lits, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRoutePointSelectMiss parses and plans every time.
+func BenchmarkRoutePointSelectMiss(b *testing.B) {
+	s := testSchema(b)
+	p := NewParser()
+	const q = "SELECT c FROM user WHERE id = 12345"
+	b.ReportAllocs()
+	for b.Loop() {
+		shape, _ := Normalize(q)
+		if _, err := s.build(p, shape, "kingshard", KindSelect, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	cases := []struct {
+		in, shape string
+		lits      []string
+	}{
+		{"select * from t where id = 5", "select * from t where id = ?", []string{"5"}},
+		{"SELECT  a,b FROM t1 WHERE x='it''s' AND y = \"q\\\"\" -- c\n", "SELECT a,b FROM t1 WHERE x=? AND y = ?", []string{"'it''s'", `"q\""`}},
+		{"select 1.5e3, .5, 0x1F, x'ab', b'101', 0b11 from t", "select ?, ?, ?, ?, ?, ? from t", []string{"1.5e3", ".5", "0x1F", "x'ab'", "b'101'", "0b11"}},
+		{"select /* c */ t1.c2, 1abc from `t``x` where d = DATE '2020-01-01' and s = _utf8mb4'x'", "select t1.c2, 1abc from `t``x` where d = DATE '2020-01-01' and s = _utf8mb4'x'", nil},
+		{"insert into t values (-1, N'x')", "insert into t values (-?, N'x')", []string{"1"}},
+	}
+	for _, c := range cases {
+		shape, lits := Normalize(c.in)
+		var got []string
+		for _, l := range lits {
+			got = append(got, l.Text)
+		}
+		if shape != c.shape || strings.Join(got, "|") != strings.Join(c.lits, "|") {
+			t.Errorf("Normalize(%q) = %q %q, want %q %q", c.in, shape, got, c.shape, c.lits)
+		}
+	}
+	if v := (Literal{Kind: LitString, Text: `'a\'b''c\n'`}).Value(); v != "a'b'c\n" {
+		t.Errorf("unquote: %q", v)
+	}
+	if v := (Literal{Kind: LitInt, Text: "18446744073709551615"}).Value(); v != uint64(18446744073709551615) {
+		t.Errorf("uint: %v", v)
+	}
+}

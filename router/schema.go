@@ -1,0 +1,131 @@
+package router
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/keyshard/keyshard/router/shard"
+)
+
+// TableConfig is one shard rule as the proxy hands it over (mirrors
+// proxy/config.ShardConfig; router does not import the config package).
+type TableConfig struct {
+	DB, Table, Key string
+	Nodes          []string
+	Shard          shard.Config
+}
+
+// SchemaConfig is one schema_list entry.
+type SchemaConfig struct {
+	Default string   // node for everything that is not sharded
+	Nodes   []string // the schema's nodes
+	Tables  []TableConfig
+}
+
+// TableRule is a compiled shard rule for one table. Immutable.
+type TableRule struct {
+	DB, Table, Key string // lower case
+	Nodes          []string
+	Rule           shard.Rule
+	subs           []shard.SubTable
+}
+
+// SubTableName returns the physical name of sub-table i.
+func (t *TableRule) SubTableName(i int) string { return t.Table + t.subs[i].Suffix }
+
+// NodeOf returns the node holding sub-table i.
+func (t *TableRule) NodeOf(i int) string { return t.Nodes[t.subs[i].Node] }
+
+// sameLayout reports whether two rules place every key on the same
+// sub-table index and node, so that a join on their keys is co-located.
+func (t *TableRule) sameLayout(u *TableRule) bool {
+	if t.Rule.Type() != u.Rule.Type() || len(t.subs) != len(u.subs) || !slices.Equal(t.Nodes, u.Nodes) {
+		return false
+	}
+	for i := range t.subs {
+		if t.subs[i] != u.subs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Schema is the compiled routing configuration of one schema. Immutable:
+// a reload builds a new one (with a new plan cache).
+type Schema struct {
+	Default string
+	Nodes   []string
+	tables  map[string]*TableRule // "db.table", lower case
+	names   map[string]bool       // bare table names, lower case, for the lexical check
+	cache   *planCache
+}
+
+// NewSchema compiles a schema's shard rules.
+func NewSchema(c SchemaConfig, cacheSize int) (*Schema, error) {
+	s := &Schema{Default: c.Default, Nodes: c.Nodes, tables: map[string]*TableRule{}, names: map[string]bool{}}
+	for _, tc := range c.Tables {
+		r, err := shard.New(tc.Shard)
+		if err != nil {
+			return nil, fmt.Errorf("shard rule for %s.%s: %w", tc.DB, tc.Table, err)
+		}
+		t := &TableRule{
+			DB: strings.ToLower(tc.DB), Table: strings.ToLower(tc.Table), Key: strings.ToLower(tc.Key),
+			Nodes: tc.Nodes, Rule: r, subs: r.Tables(),
+		}
+		key := t.DB + "." + t.Table
+		if _, dup := s.tables[key]; dup {
+			return nil, fmt.Errorf("table %s has two shard rules", key)
+		}
+		s.tables[key] = t
+		s.names[t.Table] = true
+	}
+	s.cache = newPlanCache(cacheSize)
+	return s, nil
+}
+
+// Sharded reports whether the schema has any shard rule. When it has none,
+// the proxy never asks the router to plan.
+func (s *Schema) Sharded() bool { return len(s.tables) > 0 }
+
+// Table returns the rule for db.table, or nil.
+func (s *Schema) Table(db, table string) *TableRule {
+	if len(s.tables) == 0 {
+		return nil
+	}
+	return s.tables[strings.ToLower(db)+"."+strings.ToLower(table)]
+}
+
+// CacheStats returns the plan cache counters.
+func (s *Schema) CacheStats() CacheStats { return s.cache.stats() }
+
+// mentionsShardedName reports whether any identifier of sql names a sharded
+// table: the conservative check for statements the parser cannot read.
+func (s *Schema) mentionsShardedName(sql string) string {
+	n := len(sql)
+	for i := 0; i < n; {
+		c := sql[i]
+		switch {
+		case c == '\'' || c == '"':
+			i = skipQuoted(sql, i, c)
+		case c == '`':
+			j := skipQuoted(sql, i, c)
+			if j-1 > i+1 && s.names[strings.ToLower(sql[i+1:j-1])] {
+				return sql[i+1 : j-1]
+			}
+			i = j
+		case isIdent(c):
+			j := i
+			for j < n && isIdent(sql[j]) {
+				j++
+			}
+			if s.names[strings.ToLower(sql[i:j])] {
+				return sql[i:j]
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return ""
+}

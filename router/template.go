@@ -1,0 +1,143 @@
+package router
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+)
+
+// A template is a statement restored from its AST once, at plan time, with
+// markers where a sharded table's name and each literal go. Rendering it for
+// a sub-table is string concatenation: no parse, no AST walk per query.
+//
+// Markers are chosen so that they survive Restore unambiguously: a sharded
+// table is renamed to `__ks_tN__` (always back-quoted in the output), and a
+// literal becomes the integer markerBase+order. The restored text holds no
+// other literals (they were all parameters), so a digit run in that range
+// is always a marker. Restore may reorder parameters (INTERVAL ? DAY + ?
+// becomes DATE_ADD(?, INTERVAL ? DAY)); the markers carry their order.
+const (
+	markerBase = 7381920000000
+	rowsMarker = markerBase - 1 // stands for the VALUES rows of an INSERT
+)
+
+type segKind uint8
+
+const (
+	segText segKind = iota
+	segParam
+	segTable
+	segRows
+)
+
+type segment struct {
+	kind segKind
+	text string
+	n    int // parameter order or table index
+}
+
+type template []segment
+
+// restoreFlags: back-quoted names, single-quoted strings without charset
+// introducers the client did not write.
+const restoreFlags = format.RestoreStringSingleQuotes | format.RestoreKeyWordUppercase |
+	format.RestoreNameBackQuotes | format.RestoreStringWithoutDefaultCharset
+
+func restore(n ast.Node) (string, error) {
+	var sb strings.Builder
+	if err := n.Restore(format.NewRestoreCtx(restoreFlags, &sb)); err != nil {
+		return "", err
+	}
+	return sb.String(), nil
+}
+
+func tableMarker(i int) string { return "__ks_t" + strconv.Itoa(i) + "__" }
+
+// parseTemplate splits restored text at its markers.
+func parseTemplate(s string, params bool) template {
+	var t template
+	start := 0
+	flush := func(end int) {
+		if end > start {
+			t = append(t, segment{kind: segText, text: s[start:end]})
+		}
+	}
+	n := len(s)
+	for i := 0; i < n; {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"':
+			i = skipQuoted(s, i, c)
+		case c == '`':
+			j := skipQuoted(s, i, c)
+			name := s[i+1 : max(i+1, j-1)]
+			if strings.HasPrefix(name, "__ks_t") && strings.HasSuffix(name, "__") {
+				if k, err := strconv.Atoi(name[6 : len(name)-2]); err == nil {
+					flush(i)
+					t = append(t, segment{kind: segTable, n: k})
+					start = j
+				}
+			}
+			i = j
+		case params && c >= '0' && c <= '9' && (i == 0 || !isIdent(s[i-1])):
+			j := i
+			for j < n && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			if j-i == 13 && (j == n || !isIdent(s[j])) {
+				v, _ := strconv.ParseInt(s[i:j], 10, 64)
+				switch {
+				case v == rowsMarker:
+					// Restored as (rowsMarker): the parentheses go with it.
+					if i > 0 && s[i-1] == '(' && j < n && s[j] == ')' {
+						flush(i - 1)
+						t = append(t, segment{kind: segRows})
+						start = j + 1
+					}
+				case v >= markerBase && v < markerBase+1_000_000:
+					flush(i)
+					t = append(t, segment{kind: segParam, n: int(v - markerBase)})
+					start = j
+				}
+			}
+			i = j
+		case isIdent(c):
+			for i < n && isIdent(s[i]) {
+				i++
+			}
+		default:
+			i++
+		}
+	}
+	flush(n)
+	return t
+}
+
+// render appends the template with the given sub-table names, literal texts
+// and, for INSERT, the rendered rows.
+func (t template) render(b *strings.Builder, tables []string, lits []Literal, rows string) {
+	for _, s := range t {
+		switch s.kind {
+		case segText:
+			b.WriteString(s.text)
+		case segParam:
+			b.WriteString(lits[s.n].Text)
+		case segTable:
+			b.WriteByte('`')
+			b.WriteString(strings.ReplaceAll(tables[s.n], "`", "``"))
+			b.WriteByte('`')
+		case segRows:
+			b.WriteString(rows)
+		}
+	}
+}
+
+func (t template) size() int {
+	n := 0
+	for _, s := range t {
+		n += len(s.text) + 16
+	}
+	return n
+}
