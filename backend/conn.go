@@ -53,6 +53,9 @@ func (c *Conn) Packets() *wire.Conn { return c.pkt }
 // ThreadID is the backend's connection id (what KILL QUERY takes there).
 func (c *Conn) ThreadID() uint32 { return c.threadID }
 
+// Pool returns the pool the connection belongs to.
+func (c *Conn) Pool() *Pool { return c.pool }
+
 // Node returns the name of the node this connection belongs to.
 func (c *Conn) Node() string { return c.pool.node }
 

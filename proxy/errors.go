@@ -8,6 +8,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/router"
 )
 
 // errKind classifies errors made by the proxy itself.
@@ -26,6 +27,7 @@ const (
 	errNoSchema
 	errKilled
 	errTxLost
+	errCrossNodeTx
 	errKindEnd
 )
 
@@ -56,6 +58,7 @@ var proxyCodes = map[errKind]uint16{
 	errNoSchema:           mysql.ER_DBACCESS_DENIED_ERROR,
 	errKilled:             mysql.ER_QUERY_INTERRUPTED,
 	errTxLost:             mysql.ER_ERROR_DURING_ROLLBACK,
+	errCrossNodeTx:        mysql.ER_NOT_SUPPORTED_YET,
 }
 
 // backendCodes maps each backend error kind to its MySQL errno.
@@ -88,6 +91,7 @@ func toMySQL(err error) *mysql.MyError {
 	msg := err.Error()
 	var pe *Error
 	var be *backend.Error
+	var re *router.Error
 	switch {
 	case errors.As(err, &pe):
 		if c, ok := proxyCodes[pe.kind]; ok {
@@ -98,6 +102,11 @@ func toMySQL(err error) *mysql.MyError {
 			code = c
 		}
 		msg = "keyshard: " + msg
+	case errors.As(err, &re):
+		code = mysql.ER_NOT_SUPPORTED_YET
+		if re.Parse {
+			code = mysql.ER_PARSE_ERROR
+		}
 	case errors.Is(err, wire.ErrPacketTooLarge):
 		code = mysql.ER_NET_PACKET_TOO_LARGE
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

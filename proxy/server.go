@@ -20,16 +20,18 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 )
 
 // Server accepts client connections and runs one Session goroutine per
 // client. Its configuration is an immutable snapshot.
 type Server struct {
-	cfg   *config.Config
-	nodes map[string]*backend.Node
-	log   *zap.Logger
-	sql   *sqlLog
+	cfg    *config.Config
+	nodes  map[string]*backend.Node
+	routes map[string]*router.Schema // by user
+	log    *zap.Logger
+	sql    *sqlLog
 
 	metrics *Metrics
 
@@ -83,11 +85,33 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	if s.sql, err = newSQLLog(cfg); err != nil {
 		return nil, err
 	}
+	if s.routes, err = buildRoutes(cfg); err != nil {
+		return nil, err
+	}
 	for i := range cfg.Nodes {
 		n := &cfg.Nodes[i]
 		s.nodes[n.Name] = backend.NewNode(n.Name, n.Master, s.poolOptions(n))
 	}
 	return s, nil
+}
+
+// buildRoutes compiles each schema's shard rules for the router.
+func buildRoutes(cfg *config.Config) (map[string]*router.Schema, error) {
+	out := map[string]*router.Schema{}
+	for i := range cfg.SchemaList {
+		sc := &cfg.SchemaList[i]
+		rc := router.SchemaConfig{Default: sc.Default, Nodes: sc.Nodes}
+		for j := range sc.ShardRule {
+			r := &sc.ShardRule[j]
+			rc.Tables = append(rc.Tables, router.TableConfig{DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes, Shard: r.ShardRule()})
+		}
+		rs, err := router.NewSchema(rc, 0)
+		if err != nil {
+			return nil, fmt.Errorf("schema_list[%d] (user %s): %w", i, sc.User, err)
+		}
+		out[sc.User] = rs
+	}
+	return out, nil
 }
 
 func boolOr(p *bool, def bool) bool {

@@ -52,6 +52,11 @@ type Session struct {
 	pinned     *backend.Conn
 	sticky     string // why the connection is pinned for good ("" if not)
 	lockTables bool
+	// txBegin holds a BEGIN / START TRANSACTION not sent yet: with sharded
+	// tables a transaction opens on the node of its first statement.
+	txBegin string
+
+	route *router.Schema // the user's routing; nil without a schema
 
 	lastInsertID uint64
 	rowCount     int64
@@ -70,9 +75,12 @@ type Session struct {
 func (s *Session) startSession(db string) error {
 	s.schema = nil
 	s.node = nil
+	s.route = nil
+	s.txBegin = ""
 	if sc, ok := s.srv.cfg.SchemaFor(s.user); ok {
 		s.schema = sc
 		s.node = s.srv.nodes[sc.Default]
+		s.route = s.srv.routes[s.user]
 	}
 	s.state = s.srv.stateFor(s.collation)
 	s.multi = s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0
@@ -95,7 +103,8 @@ func (s *Session) endSession() {
 	s.pinned = nil
 	s.sticky = ""
 	s.lockTables = false
-	pool := s.node.Master
+	s.txBegin = ""
+	pool := bc.Pool()
 	if bc.Broken() {
 		pool.Discard(bc)
 		return
@@ -260,23 +269,45 @@ func (s *Session) writeOK(affected, insertID uint64) error {
 
 // status is the server status the client should see.
 func (s *Session) status() uint16 {
+	if s.txBegin != "" {
+		return wire.StatusAutocommit | wire.StatusInTrans
+	}
 	if s.pinned != nil {
 		return s.pinned.Status &^ wire.StatusMoreResultsExists
 	}
 	return wire.StatusAutocommit
 }
 
-// conn returns the backend connection for the next statement: the pinned
-// one, or one from the default node's pool synced to the session.
-func (s *Session) conn() (*backend.Conn, error) {
-	if s.pinned != nil {
-		return s.pinned, nil
+// conn returns the backend connection for a statement that is not routed
+// by table: the pinned one, else one on the default node.
+func (s *Session) conn() (*backend.Conn, error) { return s.connOn(nil) }
+
+// connOn returns the backend connection for the next statement on node:
+// the pinned one when it is on that node, else one from the node's pool
+// synced to the session. A connection pinned by a transaction (or LOCK
+// TABLES) on another node is an error: a transaction stays on one node.
+// A transaction the client began is opened here, on the first node it
+// needs (see txBegin).
+func (s *Session) connOn(n *backend.Node) (*backend.Conn, error) {
+	if n == nil {
+		if s.pinned != nil {
+			return s.pinned, nil
+		}
+		n = s.node
 	}
-	if s.node == nil {
+	if n == nil {
 		return nil, newErr(errNoSchema, "keyshard: user '%s' has no schema in schema_list", s.user)
 	}
-	pool := s.node.Master
-	bc, err := pool.Get(s.srv.ctx)
+	if s.pinned != nil {
+		if s.pinned.Pool() == n.Master {
+			return s.pinned, nil
+		}
+		if s.inTx() || s.txBegin != "" {
+			return nil, newErr(errCrossNodeTx, "keyshard: this statement needs node %s, but the open transaction is on node %s; "+
+				"a transaction can touch one node only (the transaction is still open)", n.Name, s.pinned.Node())
+		}
+	}
+	bc, err := n.Master.Get(s.srv.ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -284,17 +315,42 @@ func (s *Session) conn() (*backend.Conn, error) {
 		s.release(bc)
 		return nil, err
 	}
+	if s.txBegin != "" {
+		if _, err := bc.Exec(s.txBegin); err != nil {
+			s.release(bc)
+			return nil, err
+		}
+		s.txBegin = ""
+	}
 	return bc, nil
+}
+
+// inTx reports whether the pinned connection holds a transaction or table
+// locks, which tie the session to its node.
+func (s *Session) inTx() bool {
+	return s.pinned != nil && (s.pinned.Status&wire.StatusInTrans != 0 || s.pinned.Status&wire.StatusAutocommit == 0 || s.lockTables)
 }
 
 // release keeps bc pinned if the session needs it, else returns it.
 func (s *Session) release(bc *backend.Conn) {
-	pool := s.node.Master
+	pool := bc.Pool()
 	if bc.Broken() {
 		if s.pinned == bc {
 			s.pinned = nil
 		}
 		pool.Discard(bc)
+		return
+	}
+	if s.pinned != nil && s.pinned != bc {
+		// A statement on another node while the session keeps state on
+		// its pinned connection: this one goes back, unless it was left
+		// inside a transaction (it cannot be pinned too), then it is closed,
+		// which rolls the transaction back.
+		if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 {
+			pool.Discard(bc)
+			return
+		}
+		pool.Put(bc)
 		return
 	}
 	if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 || s.sticky != "" || s.lockTables {
@@ -327,6 +383,11 @@ func (s *Session) query(p []byte) error {
 	if info.Flags&router.FlagMulti != 0 && !s.multi {
 		return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000",
 			Message: "You have an error in your SQL syntax; multi-statements are disabled on this connection"})
+	}
+	if info.Start < len(sql) && sql[info.Start]|0x20 == 'e' {
+		if rest, ok := cutPrefixFold(sql[info.Start:], "explain shard "); ok {
+			return s.explainShard(rest)
+		}
 	}
 	switch info.Kind {
 	case router.KindKill:
@@ -362,6 +423,11 @@ func (s *Session) query(p []byte) error {
 		// the connection, as for user variables.
 		s.stick("multi-statements")
 	}
+	if s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 {
+		if handled, err := s.routed(p, sql, info); handled {
+			return err
+		}
+	}
 	if info.Flags&router.FlagSessionFunc != 0 && info.Flags&router.FlagMulti == 0 {
 		out, changed, err := s.getParser().RewriteSessionFuncs(sql, router.SessionValues{
 			LastInsertID: s.lastInsertID, RowCount: s.rowCount, FoundRows: s.foundRows, ConnectionID: s.id})
@@ -396,11 +462,17 @@ func (s *Session) getParser() *router.Parser {
 // connection that was idle (the server may have closed it), is retried once
 // on a fresh connection: nothing was executed or sent to the client.
 func (s *Session) forward(raw []byte, rewritten *string, infos ...router.Info) error {
+	return s.forwardTo(nil, raw, rewritten, infos...)
+}
+
+// forwardTo is forward on node n (nil: the pinned connection, else the
+// default node).
+func (s *Session) forwardTo(n *backend.Node, raw []byte, rewritten *string, infos ...router.Info) error {
 	retriable := s.pinned == nil && (raw == nil || raw[0] != mysql.COM_QUERY ||
 		len(infos) > 0 && (infos[0].Kind == router.KindSelect || infos[0].Kind == router.KindShow) &&
 			infos[0].Flags&(router.FlagMulti|router.FlagGetLock|router.FlagUserVar) == 0)
 	for attempt := 0; ; attempt++ {
-		bc, err := s.conn()
+		bc, err := s.connOn(n)
 		if err != nil {
 			return s.fail(err)
 		}
@@ -628,7 +700,7 @@ func (s *Session) interrupt(closeConn bool) {
 	}
 	if bc := s.cur.Load(); bc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		if err := s.node.Master.KillQuery(ctx, bc.ThreadID()); err != nil {
+		if err := bc.Pool().KillQuery(ctx, bc.ThreadID()); err != nil {
 			s.log.Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.Error(err))
 		}
 		cancel()

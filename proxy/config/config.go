@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/keyshard/keyshard/router/shard"
 )
 
 // Config is one ks.yaml. After Parse it is an immutable snapshot.
@@ -104,12 +106,32 @@ type ShardConfig struct {
 	Type          string   `yaml:"type"` // see ShardTypes
 	TableRowLimit int      `yaml:"table_row_limit"`
 	DateRange     []string `yaml:"date_range"`
+	// ListValues (keyshard, type list): entry i lists the key values,
+	// comma-separated, that live in sub-table i.
+	ListValues []string `yaml:"list_values"`
 
 	pos
 }
 
 // ShardTypes are the shard rule type names accepted in ShardConfig.Type.
-var ShardTypes = []string{"hash", "range", "date_year", "date_month", "date_day", "list", "consistent_hash"}
+var ShardTypes = shard.Types
+
+// ShardRule builds the shard.Config of a rule (validated by Validate).
+func (r *ShardConfig) ShardRule() shard.Config {
+	c := shard.Config{Type: r.Type, Nodes: len(r.Nodes), Locations: r.Locations,
+		TableRowLimit: r.TableRowLimit, DateRange: r.DateRange}
+	if len(r.ListValues) > 0 {
+		c.ListValues = map[string]int{}
+		for i, vals := range r.ListValues {
+			for v := range strings.SplitSeq(vals, ",") {
+				if v = strings.TrimSpace(v); v != "" {
+					c.ListValues[v] = i
+				}
+			}
+		}
+	}
+	return c
+}
 
 // Slave is one read replica of a node.
 type Slave struct {

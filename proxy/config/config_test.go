@@ -86,7 +86,6 @@ func TestKingshardSamples(t *testing.T) {
 			},
 			warns: []string{
 				"ks.yaml:71: nodes[0].down_after_noalive: not yet supported",
-				"schema_list[1].shard: not yet supported",
 				"web_user: not yet supported", "web_password: not yet supported",
 			},
 		},
@@ -200,7 +199,7 @@ func TestEtcFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(warns) != 1 || !strings.Contains(warns[0], "schema_list[0].shard: not yet supported") {
+	if len(warns) != 0 {
 		t.Errorf("etc/ks.yaml warnings: %q", warns)
 	}
 	n1, ok1 := c.Node("node1")
@@ -733,7 +732,6 @@ schema_list:
 		"test.yaml:10: nodes[0].slave: not yet supported (read/write splitting), ignored",
 		"test.yaml:11: nodes[0].down_after_noalive: not yet supported (backend health checks), ignored; also set at nodes[1].down_after_noalive",
 		"test.yaml:17: nodes[1].rw_split: not yet supported (read/write splitting), ignored",
-		"test.yaml:22: schema_list[0].shard: not yet supported (shard routing; the rules are only validated), ignored",
 	}
 	if !reflect.DeepEqual(warns, want) {
 		t.Errorf("warnings\n%s\nwant\n%s", strings.Join(warns, "\n"), strings.Join(want, "\n"))

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/keyshard/keyshard/router/shard"
 	"net"
 	"slices"
 	"strconv"
@@ -296,6 +297,7 @@ func (c *Config) validateSchemas(p *problems, users map[string]*UserConfig, node
 }
 
 func validateShard(p *problems, r *ShardConfig, rp string, schemaNodes map[string]bool, nodes map[string]*NodeConfig) {
+	before := len(p.errs) + p.dropped
 	for _, k := range []struct{ key, val string }{{"db", r.DB}, {"table", r.Table}, {"key", r.Key}} {
 		if k.val == "" {
 			p.add(r.lineOf(k.key), join(rp, k.key), "required")
@@ -337,6 +339,16 @@ func validateShard(p *problems, r *ShardConfig, rp string, schemaNodes map[strin
 	}
 	if strings.HasPrefix(r.Type, "date_") && len(r.DateRange) != len(r.Nodes) {
 		p.add(r.lineOf("date_range"), join(rp, "date_range"), "has %d entries but nodes has %d: want one per node", len(r.DateRange), len(r.Nodes))
+	}
+	if r.Type == "list" && len(r.ListValues) == 0 {
+		p.add(r.lineOf("list_values"), join(rp, "list_values"), "required for a list rule: one comma-separated list of key values per sub-table")
+	}
+	if len(p.errs)+p.dropped == before {
+		// The shape is right: let the shard package check the meaning
+		// (date ranges, overlaps, list values).
+		if _, err := shard.New(r.ShardRule()); err != nil {
+			p.add(r.lineOf("type"), rp, "%v", err)
+		}
 	}
 	switch {
 	case r.TableRowLimit < 0:

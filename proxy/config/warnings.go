@@ -28,16 +28,6 @@ var notYetSupported = []struct {
 	{"down_after_noalive", "backend health checks", func(c *Config) []site {
 		return nodeSites(c, "down_after_noalive", func(n *NodeConfig) bool { return n.DownAfterNoAlive != 0 })
 	}},
-	{"shard", "shard routing; the rules are only validated", func(c *Config) []site {
-		var out []site
-		for i := range c.SchemaList {
-			s := &c.SchemaList[i]
-			if len(s.ShardRule) > 0 {
-				out = append(out, site{s.lineOf("shard"), join(s.pathOr(fmt.Sprintf("schema_list[%d]", i)), "shard")})
-			}
-		}
-		return out
-	}},
 	{"blacklist_sql_file", "SQL blacklist", func(c *Config) []site { return topSite(c, "blacklist_sql_file", c.BlacklistSQLFile) }},
 	{"web_user", "basic auth on web_addr", func(c *Config) []site { return topSite(c, "web_user", c.WebUser) }},
 	{"web_password", "basic auth on web_addr", func(c *Config) []site { return topSite(c, "web_password", c.WebPassword) }},

@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	gomysql "github.com/go-sql-driver/mysql"
+)
+
+// shardYAML: user ks on node1 (basePort) and node2 (basePort+1), database
+// shard_e2e; sh_user is hash-sharded 2 nodes x 4 sub-tables, sh_order is
+// co-located with it, sh_log is range-sharded (100 rows per sub-table),
+// sh_ev is date_month, sh_reg is a list rule; plain lives on node1.
+func shardYAML(addr string) string {
+	return fmt.Sprintf(`addr: %s
+user_list:
+  - user: ks
+    password: ks
+nodes:
+  - name: node1
+    user: ks
+    password: ks
+    master: 127.0.0.1:%d
+    max_conns_limit: 16
+  - name: node2
+    user: ks
+    password: ks
+    master: 127.0.0.1:%d
+    max_conns_limit: 16
+schema_list:
+  - user: ks
+    nodes: [node1, node2]
+    default: node1
+    shard:
+      - db: shard_e2e
+        table: sh_user
+        key: id
+        nodes: [node1, node2]
+        type: hash
+        locations: [4, 4]
+      - db: shard_e2e
+        table: sh_order
+        key: user_id
+        nodes: [node1, node2]
+        type: hash
+        locations: [4, 4]
+      - db: shard_e2e
+        table: sh_log
+        key: id
+        nodes: [node1, node2]
+        type: range
+        locations: [2, 2]
+        table_row_limit: 100
+      - db: shard_e2e
+        table: sh_ev
+        key: ts
+        nodes: [node1, node2]
+        type: date_month
+        date_range: [201501-201502, 201503-201504]
+      - db: shard_e2e
+        table: sh_reg
+        key: code
+        nodes: [node1, node2]
+        type: list
+        locations: [1, 1]
+        list_values: ["1,2", "3"]
+`, addr, basePort, basePort+1)
+}
+
+// subTableRows reads table straight from the backend at port.
+func subTableRows(t *testing.T, port int, table string) []string {
+	t.Helper()
+	db := direct(t, port, "shard_e2e")
+	rows, err := db.Query("SELECT CAST(id AS CHAR) FROM " + table + " ORDER BY id")
+	if err != nil {
+		t.Fatalf("%s on %d: %v", table, port, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func wantErrContains(t *testing.T, what string, err error, number uint16, substr string) {
+	t.Helper()
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) {
+		t.Fatalf("%s: got %v, want MySQL error %d", what, err, number)
+	}
+	if me.Number != number || !strings.Contains(me.Message, substr) {
+		t.Fatalf("%s: got %d %q, want %d containing %q", what, me.Number, me.Message, number, substr)
+	}
+}
+
+func setupShardDB(t *testing.T) {
+	t.Helper()
+	for _, port := range []int{basePort, basePort + 1} {
+		d := direct(t, port, "")
+		mustExec(t, d, "DROP DATABASE IF EXISTS shard_e2e")
+		mustExec(t, d, "CREATE DATABASE shard_e2e")
+	}
+}
+
+func TestShardRouting(t *testing.T) {
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	db.SetMaxOpenConns(4)
+
+	// DDL fans out: every sub-table exists on its node afterwards.
+	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32) NOT NULL DEFAULT '', n INT NOT NULL DEFAULT 0)")
+	mustExec(t, db, "CREATE TABLE sh_order (id BIGINT AUTO_INCREMENT PRIMARY KEY, user_id BIGINT NOT NULL, amount INT)")
+	mustExec(t, db, "CREATE TABLE plain (id INT PRIMARY KEY, label VARCHAR(16))")
+	for i := range 8 {
+		port := basePort
+		if i >= 4 {
+			port = basePort + 1
+		}
+		if got := subTableRows(t, port, fmt.Sprintf("sh_user_%04d", i)); len(got) != 0 {
+			t.Fatalf("fresh sh_user_%04d has rows %v", i, got)
+		}
+	}
+	mustExec(t, db, "ALTER TABLE sh_user ADD COLUMN email VARCHAR(64)")
+	if _, err := direct(t, basePort+1, "shard_e2e").Exec("SELECT email FROM sh_user_0006"); err != nil {
+		t.Fatalf("ALTER did not reach sh_user_0006 on node2: %v", err)
+	}
+
+	// A multi-row INSERT is split by sub-table; rows land where the rule says.
+	r := mustExec(t, db, "INSERT INTO sh_user (id, name) VALUES (1,'a'),(2,'b'),(5,'e'),(9,'i'),(12,'l'),(-1,'neg'),(15,'o')")
+	if n, _ := r.RowsAffected(); n != 7 {
+		t.Fatalf("affected %d, want 7", n)
+	}
+	want := map[string][]string{ // kingshard placement: id mod 8 (uint64 wrap for -1 -> 7)
+		"sh_user_0001": {"1", "9"}, "sh_user_0002": {"2"}, "sh_user_0005": {"5"},
+		"sh_user_0004": {"12"}, "sh_user_0007": {"-1", "15"},
+	}
+	for i := range 8 {
+		name := fmt.Sprintf("sh_user_%04d", i)
+		port := basePort
+		if i >= 4 {
+			port = basePort + 1
+		}
+		got := subTableRows(t, port, name)
+		if strings.Join(got, ",") != strings.Join(want[name], ",") {
+			t.Errorf("%s holds %v, want %v", name, got, want[name])
+		}
+	}
+
+	// Point reads, IN lists spanning nodes, scans of all sub-tables.
+	var name string
+	if err := db.QueryRow("SELECT name FROM sh_user WHERE id = 12").Scan(&name); err != nil || name != "l" {
+		t.Fatalf("point read: %q %v", name, err)
+	}
+	if got := queryCol(t, db, "SELECT id FROM sh_user WHERE id IN (1, 5, 12, 100)"); sortedJoin(got) != "1,12,5" {
+		t.Fatalf("IN across nodes: %v", got)
+	}
+	if got := queryCol(t, db, "SELECT id FROM sh_user WHERE name <> 'zzz'"); sortedJoin(got) != "-1,1,12,15,2,5,9" {
+		t.Fatalf("scan of every sub-table: %v", got)
+	}
+	if got := queryCol(t, db, "SELECT u.id FROM sh_user AS u WHERE u.id = 1 OR u.id = 2 AND u.name = 'x'"); sortedJoin(got) != "1" {
+		t.Fatalf("AND binds tighter than OR: %v", got)
+	}
+	// An empty answer with its columns.
+	rows, err := db.Query("SELECT id, name FROM sh_user WHERE id = 1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cols, _ := rows.Columns(); len(cols) != 2 || rows.Next() {
+		t.Fatalf("empty point read: cols %v", cols)
+	}
+	rows.Close()
+
+	// UPDATE and DELETE on one sub-table and on several.
+	if n, _ := mustExec(t, db, "UPDATE sh_user SET n = n + 1 WHERE id IN (1, 12)").RowsAffected(); n != 2 {
+		t.Fatalf("update IN: affected %d", n)
+	}
+	if n, _ := mustExec(t, db, "UPDATE sh_user SET n = n + 10").RowsAffected(); n != 7 {
+		t.Fatalf("update all: affected %d", n)
+	}
+	var nv int
+	if err := db.QueryRow("SELECT n FROM sh_user WHERE id = 12").Scan(&nv); err != nil || nv != 11 {
+		t.Fatalf("after updates n = %d %v", nv, err)
+	}
+	if n, _ := mustExec(t, db, "DELETE FROM sh_user WHERE id = 15").RowsAffected(); n != 1 {
+		t.Fatalf("delete: affected %d", n)
+	}
+	if got := subTableRows(t, basePort+1, "sh_user_0007"); strings.Join(got, ",") != "-1" {
+		t.Fatalf("after delete sh_user_0007 = %v", got)
+	}
+
+	// Co-located join on the shard key; a join that is not is refused.
+	mustExec(t, db, "INSERT INTO sh_order (user_id, amount) VALUES (12, 100), (12, 50), (1, 7)")
+	var total int
+	if err := db.QueryRow("SELECT SUM(o.amount) FROM sh_user u JOIN sh_order o ON u.id = o.user_id WHERE u.id = 12").Scan(&total); err != nil || total != 150 {
+		t.Fatalf("co-located join: %d %v", total, err)
+	}
+	_, err = db.Exec("SELECT * FROM sh_user u JOIN sh_order o ON u.name = o.amount")
+	wantErrContains(t, "join not on the keys", err, 1235, "cross-shard join not supported")
+	// A sharded table with the default node's plain table, when the route is node1.
+	mustExec(t, db, "INSERT INTO plain VALUES (1, 'one')")
+	var label string
+	if err := db.QueryRow("SELECT p.label FROM sh_user u JOIN plain p ON p.id = u.id WHERE u.id = 1").Scan(&label); err != nil || label != "one" {
+		t.Fatalf("sharded + plain on the default node: %q %v", label, err)
+	}
+	_, err = db.Exec("SELECT p.label FROM sh_user u JOIN plain p ON p.id = u.id WHERE u.id = 5")
+	wantErrContains(t, "sharded on node2 + plain", err, 1235, "lives on default node node1")
+
+	// Refusals with clear messages, the connection stays usable.
+	_, err = db.Exec("INSERT INTO sh_user (name) VALUES ('nokey')")
+	wantErrContains(t, "insert without key", err, 1235, "must give shard key id")
+	_, err = db.Exec("UPDATE sh_user SET id = 3 WHERE id = 1")
+	wantErrContains(t, "update of the key", err, 1235, "cannot update shard key id")
+	_, err = db.Exec("SELECT * FROM sh_user ORDER BY name")
+	wantErrContains(t, "merge needed", err, 1235, "ORDER BY over 8 sub-tables")
+	_, err = db.Exec("SELECT * FROM sh_user WHERE id = 1 RETURNING junk")
+	wantErrContains(t, "parser", err, 1064, "sh_user")
+	if err := db.QueryRow("SELECT name FROM sh_user WHERE id = 1").Scan(&name); err != nil || name != "a" {
+		t.Fatalf("after refusals: %q %v", name, err)
+	}
+
+	// Hints: /*node2*/ sends the statement as written to node2.
+	var port int
+	if err := db.QueryRow("/*node2*/ SELECT @@port").Scan(&port); err != nil || port != basePort+1 {
+		t.Fatalf("/*node2*/ hint: port %d %v", port, err)
+	}
+	if err := db.QueryRow("SELECT @@port").Scan(&port); err != nil || port != basePort {
+		t.Fatalf("no hint: port %d %v", port, err)
+	}
+
+	// EXPLAIN SHARD shows the plan without running it.
+	ex, err := db.Query("EXPLAIN SHARD INSERT INTO sh_user (id, name) VALUES (3, 'c'), (4, 'd')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for ex.Next() {
+		var node, sub, q string
+		if err := ex.Scan(&node, &sub, &q); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, node+" "+sub+" "+q)
+	}
+	ex.Close()
+	if len(plan) != 2 || !strings.HasPrefix(plan[0], "node1 sh_user_0003 INSERT INTO `sh_user_0003`") || !strings.HasPrefix(plan[1], "node2 sh_user_0004 ") {
+		t.Fatalf("EXPLAIN SHARD: %q", plan)
+	}
+	if got := subTableRows(t, basePort, "sh_user_0003"); len(got) != 0 {
+		t.Fatalf("EXPLAIN SHARD ran the insert: %v", got)
+	}
+
+	// Range, date and list rules.
+	mustExec(t, db, "CREATE TABLE sh_log (id INT PRIMARY KEY, msg VARCHAR(8))")
+	mustExec(t, db, "INSERT INTO sh_log (id, msg) VALUES (5,'a'),(150,'b'),(250,'c'),(399,'d')")
+	if got := subTableRows(t, basePort+1, "sh_log_0002"); strings.Join(got, ",") != "250" {
+		t.Fatalf("range rule: sh_log_0002 = %v", got)
+	}
+	if got := queryCol(t, db, "SELECT id FROM sh_log WHERE id BETWEEN 100 AND 260"); sortedJoin(got) != "150,250" {
+		t.Fatalf("range scan: %v", got)
+	}
+	_, err = db.Exec("INSERT INTO sh_log (id, msg) VALUES (400, 'x')")
+	wantErrContains(t, "past the last range", err, 1235, "out of range")
+	mustExec(t, db, "CREATE TABLE sh_ev (ts DATETIME, v INT)")
+	mustExec(t, db, "INSERT INTO sh_ev (ts, v) VALUES ('2015-01-15 10:00:00', 1), ('2015-04-01', 2)")
+	if got := subTableRows2(t, basePort+1, "sh_ev_201504", "v"); strings.Join(got, ",") != "2" {
+		t.Fatalf("date_month: sh_ev_201504 = %v", got)
+	}
+	if got := queryCol(t, db, "SELECT v FROM sh_ev WHERE ts >= '2015-02-01'"); sortedJoin(got) != "2" {
+		t.Fatalf("date range scan: %v", got)
+	}
+	mustExec(t, db, "CREATE TABLE sh_reg (code INT, v INT)")
+	mustExec(t, db, "INSERT INTO sh_reg (code, v) VALUES (1, 10), (3, 30)")
+	if got := subTableRows2(t, basePort+1, "sh_reg_0001", "v"); strings.Join(got, ",") != "30" {
+		t.Fatalf("list: sh_reg_0001 = %v", got)
+	}
+
+	// DROP fans out too.
+	mustExec(t, db, "DROP TABLE sh_reg")
+	if _, err := direct(t, basePort+1, "shard_e2e").Exec("SELECT 1 FROM sh_reg_0001"); err == nil {
+		t.Fatal("DROP TABLE did not reach sh_reg_0001")
+	}
+}
+
+// Transactions stay on one node: BEGIN opens on the node of the first
+// statement; a statement for another node is refused and the transaction
+// goes on; ROLLBACK and COMMIT act on that node.
+func TestShardTransactions(t *testing.T) {
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
+	ctx := context.Background()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (5, 'five')")         // node2
+	_, err = c.ExecContext(ctx, "INSERT INTO sh_user (id, name) VALUES (1, 'one')") // node1
+	wantErrContains(t, "second node in a transaction", err, 1235, "transaction is on node node2")
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (13, 'thirteen')") // node2 again
+	mustExecConn(t, c, "ROLLBACK")
+	if got := subTableRows(t, basePort+1, "sh_user_0005"); len(got) != 0 {
+		t.Fatalf("rolled back rows are in sh_user_0005: %v", got)
+	}
+	mustExecConn(t, c, "START TRANSACTION")
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (1, 'one'), (9, 'nine')") // node1 only
+	var n int
+	if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM sh_user WHERE id = 9").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("read own write in the transaction: %d %v", n, err)
+	}
+	mustExecConn(t, c, "COMMIT")
+	if got := subTableRows(t, basePort, "sh_user_0001"); strings.Join(got, ",") != "1,9" {
+		t.Fatalf("committed rows: %v", got)
+	}
+	// An empty transaction is fine.
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "COMMIT")
+	// A multi-node write outside a transaction still works afterwards.
+	if n, _ := mustExec(t, db, "DELETE FROM sh_user WHERE id IN (1, 9)").RowsAffected(); n != 2 {
+		t.Fatalf("delete after transactions: %d", n)
+	}
+}
+
+func queryCol(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return out
+}
+
+func sortedJoin(s []string) string {
+	s = append([]string(nil), s...)
+	sort.Strings(s)
+	return strings.Join(s, ",")
+}
+
+func subTableRows2(t *testing.T, port int, table, col string) []string {
+	t.Helper()
+	return queryCol(t, direct(t, port, "shard_e2e"), "SELECT CAST("+col+" AS CHAR) FROM "+table+" ORDER BY 1")
+}
