@@ -55,8 +55,38 @@ func newMetrics(s *Server) *Metrics {
 	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_client_connections", Help: "Client connections open."},
 			func() float64 { return float64(s.conns.Load()) }),
-		&poolCollector{s: s})
+		&poolCollector{s: s}, &planCacheCollector{s: s})
 	return m
+}
+
+// planCacheCollector reads each schema's plan cache counters at scrape time.
+type planCacheCollector struct{ s *Server }
+
+var (
+	planLabels      = []string{"user"}
+	descPlanSize    = prometheus.NewDesc("keyshard_plan_cache_entries", "Routing plans cached.", planLabels, nil)
+	descPlanHits    = prometheus.NewDesc("keyshard_plan_cache_hits_total", "Statements routed with a cached plan.", planLabels, nil)
+	descPlanMisses  = prometheus.NewDesc("keyshard_plan_cache_misses_total", "Statements whose shape was not cached (parsed and planned).", planLabels, nil)
+	descPlanEvicted = prometheus.NewDesc("keyshard_plan_cache_evictions_total", "Plans dropped to keep the cache bounded.", planLabels, nil)
+)
+
+func (c *planCacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPlanSize, descPlanHits, descPlanMisses, descPlanEvicted} {
+		ch <- d
+	}
+}
+
+func (c *planCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	for user, r := range c.s.routes {
+		if !r.Sharded() {
+			continue
+		}
+		st := r.CacheStats()
+		ch <- prometheus.MustNewConstMetric(descPlanSize, prometheus.GaugeValue, float64(st.Size), user)
+		ch <- prometheus.MustNewConstMetric(descPlanHits, prometheus.CounterValue, float64(st.Hits), user)
+		ch <- prometheus.MustNewConstMetric(descPlanMisses, prometheus.CounterValue, float64(st.Misses), user)
+		ch <- prometheus.MustNewConstMetric(descPlanEvicted, prometheus.CounterValue, float64(st.Evicted), user)
+	}
 }
 
 func (m *Metrics) rejected(reason string) prometheus.Counter {

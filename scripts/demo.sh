@@ -92,13 +92,23 @@ REPLACE INTO demo_users (id, name, email) VALUES
   (1, 'ada', 'ada@example.com'),
   (2, 'grace', 'grace@example.com'),
   (3, 'linus', 'linus@example.com');
-SELECT * FROM demo_users ORDER BY id;"
+SELECT * FROM demo_users ORDER BY id;
+CREATE TABLE IF NOT EXISTS test_shard_hash (
+  id    BIGINT PRIMARY KEY,
+  name  VARCHAR(64) NOT NULL
+);
+REPLACE INTO test_shard_hash (id, name) VALUES (1, 'one'), (2, 'two'), (5, 'five'), (6, 'six');
+SELECT * FROM test_shard_hash WHERE id IN (1, 2, 5, 6);
+EXPLAIN SHARD SELECT * FROM test_shard_hash WHERE id IN (1, 6);"
 
 cat <<EOF
 
 keyshard $("$KS_BIN" -version 2>/dev/null | awk '{print $NF}') is listening on $ADDR (pid $KS_PID), backends on 127.0.0.1:3307 and :3308.
 
   connect:   mariadb -h$HOST -P$PORT -uks -pks kingshard
+  sharded:   test_shard_hash is hash-sharded on id over test_shard_hash_0000..0003 (node1, :3307)
+             and _0004..0007 (node2, :3308); demo_users lives on node1.
+             Try: EXPLAIN SHARD SELECT * FROM test_shard_hash WHERE id = 7;
   log:       tail -f $LOG
 EOF
 metrics=0
