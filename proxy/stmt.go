@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/router"
 )
 
 // Binary-protocol prepared statements, for now: the first COM_STMT_PREPARE
@@ -16,6 +18,23 @@ import (
 
 // stmtPrepare relays COM_STMT_PREPARE and its response.
 func (s *Session) stmtPrepare(p []byte) error {
+	if s.route != nil && s.route.Sharded() {
+		// Binary-protocol statements are not routed yet: refuse those on
+		// sharded tables instead of preparing them on the default node,
+		// where the table does not exist.
+		sql := string(p[1:])
+		info := router.Classify(sql)
+		if pl, _, err := s.route.Plan(s.getParser(), sql, s.db, info.Kind); err != nil || pl.Kind == router.PlanSharded {
+			table := ""
+			if err == nil {
+				table = pl.Tables()[0].Table
+			} else if re := (*router.Error)(nil); errors.As(err, &re) {
+				return s.fail(err)
+			}
+			return s.fail(newErr(errNotSupported, "keyshard: prepared statements on sharded table %s are not routed yet; "+
+				"send the statement as text (e.g. go-sql-driver's interpolateParams=true)", table))
+		}
+	}
 	s.stick("prepared statements")
 	bc, err := s.conn()
 	if err != nil {
