@@ -138,7 +138,7 @@ func Normalize(sql string) (shape string, lits []Literal) {
 				continue
 			}
 			emit(w)
-			prevWord = strings.ToLower(w)
+			prevWord = w // compared without regard to case in keepLiteral
 			if len(w) == 1 && (w[0] == 'n' || w[0] == 'N') && j < n && sql[j] == '\'' {
 				prevWord = "_n" // N'..' national string: keep
 			}
@@ -160,6 +160,8 @@ func Normalize(sql string) (shape string, lits []Literal) {
 	return b.String(), lits
 }
 
+var literalKeywords = []string{"date", "time", "timestamp", "collate", "escape", "comment", "password", "identified", "engine", "charset", "character", "set"}
+
 // keepLiteral reports whether a string literal after word must stay in the
 // shape: the grammar wants a literal there, not a parameter.
 func keepLiteral(word string) bool {
@@ -169,9 +171,10 @@ func keepLiteral(word string) bool {
 	if word[0] == '_' {
 		return true // charset introducer (_utf8mb4'..') or N'..'
 	}
-	switch word {
-	case "date", "time", "timestamp", "collate", "escape", "comment", "password", "identified", "engine", "charset", "character", "set":
-		return true
+	for _, kw := range literalKeywords {
+		if strings.EqualFold(word, kw) {
+			return true
+		}
 	}
 	return false
 }

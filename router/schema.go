@@ -29,10 +29,11 @@ type TableRule struct {
 	Nodes          []string
 	Rule           shard.Rule
 	subs           []shard.SubTable
+	subNames       []string
 }
 
 // SubTableName returns the physical name of sub-table i.
-func (t *TableRule) SubTableName(i int) string { return t.Table + t.subs[i].Suffix }
+func (t *TableRule) SubTableName(i int) string { return t.subNames[i] }
 
 // NodeOf returns the node holding sub-table i.
 func (t *TableRule) NodeOf(i int) string { return t.Nodes[t.subs[i].Node] }
@@ -72,6 +73,9 @@ func NewSchema(c SchemaConfig, cacheSize int) (*Schema, error) {
 		t := &TableRule{
 			DB: strings.ToLower(tc.DB), Table: strings.ToLower(tc.Table), Key: strings.ToLower(tc.Key),
 			Nodes: tc.Nodes, Rule: r, subs: r.Tables(),
+		}
+		for _, st := range t.subs {
+			t.subNames = append(t.subNames, t.Table+st.Suffix)
 		}
 		key := t.DB + "." + t.Table
 		if _, dup := s.tables[key]; dup {
