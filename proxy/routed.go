@@ -40,6 +40,11 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		return true, s.fail(err)
 	}
 	if pl.Kind == router.PlanDefault {
+		if info.Flags&router.FlagSessionFunc != 0 && s.pinned == nil {
+			// LAST_INSERT_ID() and friends are answered for the client by
+			// the caller's rewrite, on the default node.
+			return false, nil
+		}
 		return true, s.forwardTo(s.node, p, nil, info)
 	}
 	rt, err := pl.Bind(lits, leadingComments(sql, info))
@@ -57,13 +62,11 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	return true, s.scatter(rt, info)
 }
 
-// leadingComments returns the comments in front of the statement, kept in
-// front of every rewritten statement.
+// leadingComments returns the comments in front of the statement (not
+// other text such as an opening parenthesis), kept in front of every
+// rewritten statement.
 func leadingComments(sql string, info router.Info) string {
-	if strings.TrimSpace(sql[:info.Start]) == "" {
-		return ""
-	}
-	return sql[:info.Start]
+	return router.LeadingComments(sql[:info.Start])
 }
 
 // hintNode reads a kingshard node hint, /*node2*/, in front of a statement.
@@ -92,9 +95,10 @@ func (s *Session) hintNode(lead string) (*backend.Node, bool) {
 
 // leg is one node's part of a fan-out: its connection and statements.
 type leg struct {
-	bc    *backend.Conn
-	route *router.Route
-	done  int // statements whose answer has been read
+	bc       *backend.Conn
+	route    *router.Route
+	done     int  // statements whose answer has been read
+	finished bool // the last packet of the batch's answer has been read
 }
 
 // scatter runs a statement that touches several sub-tables. Each node gets
@@ -104,6 +108,10 @@ type leg struct {
 // relayed as one result set (rows in sub-table order, never buffered);
 // writes report the summed affected rows.
 func (s *Session) scatter(rt *router.Routing, info router.Info) error {
+	if len(rt.Routes) > 1 && (s.txBegin != "" || s.inTx()) {
+		return s.fail(newErr(errCrossNodeTx, "keyshard: inside a transaction this statement would touch nodes %s and %s; "+
+			"a transaction can touch one node only (the transaction is still open)", rt.Routes[0].Node, rt.Routes[1].Node))
+	}
 	legs := make([]leg, 0, len(rt.Routes))
 	releaseAll := func() {
 		for i := range legs {
@@ -133,7 +141,9 @@ func (s *Session) scatter(rt *router.Routing, info router.Info) error {
 			err = bp.Flush()
 		}
 		if err != nil {
-			l.bc.MarkBroken()
+			for j := 0; j <= i; j++ {
+				legs[j].bc.MarkBroken() // sent batches would answer into the pool
+			}
 			releaseAll()
 			return s.fail(&backend.Error{Kind: backend.KindLost, Node: l.bc.Node(), Addr: l.bc.Addr(), Msg: "sending statement", Err: err})
 		}
@@ -146,11 +156,15 @@ func (s *Session) scatter(rt *router.Routing, info router.Info) error {
 		err = s.collectOKs(legs, rt)
 	}
 	s.cur.Store(nil)
-	var ce *clientError
-	if errors.As(err, &ce) {
-		for i := range legs {
+	// A connection whose answer was not read to the end must not go back
+	// to the pool: the next user would read the rest.
+	for i := range legs {
+		if !legs[i].finished {
 			legs[i].bc.MarkBroken()
 		}
+	}
+	var ce *clientError
+	if errors.As(err, &ce) {
 		releaseAll()
 		return errCloseAfterReply
 	}
@@ -179,7 +193,7 @@ func (s *Session) relayScatter(legs []leg) error {
 	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
 	var ncols uint64
 	started := false
-	var warnings, status uint16
+	var warnings uint16
 	var rows uint64
 	var failed *mysql.MyError
 	for i := range legs {
@@ -202,6 +216,7 @@ func (s *Session) relayScatter(legs []leg) error {
 			case wire.ErrHeader:
 				failed = legError(l, wire.ParseErr(p))
 				more = false
+				l.finished = true
 				continue
 			case wire.OKHeader:
 				// A statement without a result set in a SELECT fan-out.
@@ -209,6 +224,7 @@ func (s *Session) relayScatter(legs []leg) error {
 				l.bc.Status = ok.Status
 				l.done++
 				more = ok.Status&wire.StatusMoreResultsExists != 0
+				l.finished = !more
 				continue
 			}
 			n, _, perr := wire.ReadLenEncInt(p, 0)
@@ -262,6 +278,7 @@ func (s *Session) relayScatter(legs []leg) error {
 				if len(rp) > 0 && rp[0] == wire.ErrHeader && len(rp) < wire.MaxPayload {
 					failed = legError(l, wire.ParseErr(rp))
 					more = false
+					l.finished = true
 					break
 				}
 				if wire.IsEOF(rp) {
@@ -271,9 +288,9 @@ func (s *Session) relayScatter(legs []leg) error {
 					}
 					l.bc.Status = ok.Status
 					warnings += ok.Warnings
-					status = ok.Status
 					l.done++
 					more = ok.Status&wire.StatusMoreResultsExists != 0
+					l.finished = !more
 					break
 				}
 				rows++
@@ -294,11 +311,10 @@ func (s *Session) relayScatter(legs []leg) error {
 		s.writeError(newErr(errNotSupported, "keyshard: the fan-out returned no result set"))
 		return nil
 	}
-	status = s.status()
 	if clientEOF {
-		s.buf = wire.AppendEOF(s.buf[:0], warnings, status)
+		s.buf = wire.AppendEOF(s.buf[:0], warnings, s.status())
 	} else {
-		s.buf = wire.AppendResultEndOK(s.buf[:0], warnings, status)
+		s.buf = wire.AppendResultEndOK(s.buf[:0], warnings, s.status())
 	}
 	if err := s.pkt.WritePacket(s.buf); err != nil {
 		return &clientError{err}
@@ -332,6 +348,7 @@ func (s *Session) collectOKs(legs []leg, rt *router.Routing) error {
 					failed = legError(l, wire.ParseErr(p))
 				}
 				more = false
+				l.finished = true
 			case wire.OKHeader:
 				ok, perr := wire.ParseOK(p)
 				if perr != nil {
@@ -345,6 +362,7 @@ func (s *Session) collectOKs(legs []leg, rt *router.Routing) error {
 				}
 				l.done++
 				more = ok.Status&wire.StatusMoreResultsExists != 0
+				l.finished = !more
 			default:
 				// A result set where none was expected: not ours to relay.
 				l.bc.MarkBroken()

@@ -468,7 +468,7 @@ func (s *Session) forward(raw []byte, rewritten *string, infos ...router.Info) e
 // forwardTo is forward on node n (nil: the pinned connection, else the
 // default node).
 func (s *Session) forwardTo(n *backend.Node, raw []byte, rewritten *string, infos ...router.Info) error {
-	retriable := s.pinned == nil && (raw == nil || raw[0] != mysql.COM_QUERY ||
+	retriable := s.pinned == nil && s.txBegin == "" && (raw == nil || raw[0] != mysql.COM_QUERY ||
 		len(infos) > 0 && (infos[0].Kind == router.KindSelect || infos[0].Kind == router.KindShow) &&
 			infos[0].Flags&(router.FlagMulti|router.FlagGetLock|router.FlagUserVar) == 0)
 	for attempt := 0; ; attempt++ {

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 
@@ -223,6 +224,9 @@ func (c *cond) eval(r shard.Rule, lits []Literal) ([]int, error) {
 				continue // key = NULL matches nothing
 			}
 			i, err := r.Find(v)
+			if errors.Is(err, shard.ErrKeyOutOfRange) {
+				continue // no sub-table holds this value; the others still count
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -240,6 +244,9 @@ func (c *cond) eval(r shard.Rule, lits []Literal) ([]int, error) {
 			hi.Value = c.hi.value(lits)
 		}
 		out, err := r.FindRange(lo, hi)
+		if errors.Is(err, shard.ErrKeyOutOfRange) {
+			return []int{}, nil
+		}
 		if out == nil && err == nil {
 			out = []int{}
 		}

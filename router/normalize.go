@@ -78,14 +78,23 @@ func Normalize(sql string) (shape string, lits []Literal) {
 		case c == '#' || c == '-' && i+2 < n && sql[i+1] == '-' && (sql[i+2] == ' ' || sql[i+2] == '\t' || sql[i+2] == '\n'):
 			i = skipLine(sql, i)
 			space = true
-		case c == '/' && i+1 < n && sql[i+1] == '*' && !(i+2 < n && (sql[i+2] == '!' || sql[i+2] == 'M')):
+		case c == '/' && i+1 < n && sql[i+1] == '*':
 			j := indexFrom(sql, i+2, "*/")
 			if j < 0 {
-				i = n
+				j = n
 			} else {
-				i = j + 2
+				j += 2
 			}
-			space = true
+			if i+2 < n && (sql[i+2] == '!' || sql[i+2] == 'M') {
+				// Executable comment: kept verbatim, literals and all (the
+				// TiDB parser skips /*M! ... */ bodies, so pulling literals
+				// out of one would shift every parameter after it).
+				emit(sql[i:j])
+				prevWord = ""
+			} else {
+				space = true
+			}
+			i = j
 		case c == '\'' || c == '"':
 			j := skipQuoted(sql, i, c)
 			lit := sql[i:j]
@@ -300,4 +309,36 @@ func hexBytes(s string) []byte {
 		out[i] = byte(v)
 	}
 	return out
+}
+
+// LeadingComments returns the /* */, -- and # comments of lead (the text in
+// front of a statement's first keyword), separated by spaces, and nothing
+// else of it.
+func LeadingComments(lead string) string {
+	var b strings.Builder
+	n := len(lead)
+	for i := 0; i < n; {
+		c := lead[i]
+		var j int
+		switch {
+		case c == '/' && i+1 < n && lead[i+1] == '*':
+			j = indexFrom(lead, i+2, "*/")
+			if j < 0 {
+				j = n
+			} else {
+				j += 2
+			}
+		case c == '#' || c == '-' && i+2 < n && lead[i+1] == '-':
+			j = skipLine(lead, i)
+		default:
+			i++
+			continue
+		}
+		b.WriteString(lead[i:j])
+		if lead[j-1] != '\n' {
+			b.WriteByte(' ')
+		}
+		i = j
+	}
+	return b.String()
 }

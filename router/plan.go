@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,7 +63,7 @@ func errorf(format string, args ...any) *Error {
 func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Literal, error) {
 	if kind == KindDDL {
 		// DDL keeps its literals (DEFAULT 'x', COMMENT '...'): never cached.
-		pl, err := s.build(p, sql, db, kind, false)
+		pl, err := s.build(p, sql, db, kind, false, 0)
 		return pl, nil, err
 	}
 	shape, lits := Normalize(sql)
@@ -70,14 +71,14 @@ func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Lit
 	if pl := s.cache.get(key); pl != nil {
 		return pl, lits, nil
 	}
-	pl, err := s.build(p, shape, db, kind, true)
+	pl, err := s.build(p, shape, db, kind, true, len(lits))
 	if err == nil {
 		s.cache.put(key, pl)
 		return pl, lits, nil
 	}
 	// The shape may not parse where the grammar wants a literal; plan the
 	// statement as written (not cached: its literals are baked in).
-	pl, err2 := s.build(p, sql, db, kind, false)
+	pl, err2 := s.build(p, sql, db, kind, false, 0)
 	if err2 != nil {
 		return nil, nil, err2
 	}
@@ -85,7 +86,8 @@ func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Lit
 }
 
 // build parses text (a shape with ? parameters when params) and plans it.
-func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool) (*Plan, error) {
+// nlits is the number of literals Normalize took out of the shape.
+func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool, nlits int) (*Plan, error) {
 	stmts, err := p.Parse(text)
 	if err != nil || len(stmts) != 1 {
 		if params {
@@ -102,8 +104,10 @@ func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool) (*Pla
 		}
 		return &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default}, nil
 	}
-	if params {
-		numberParams(stmts[0])
+	if params && numberParams(stmts[0]) != nlits {
+		// Some ? of the shape is not a parameter the parser saw (inside a
+		// comment it skips, say): binding by order would be wrong.
+		return nil, errors.New("parameters do not line up with the literals")
 	}
 	b := &builder{s: s, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default, shape: text}}
 	return b.build(stmts[0], params)
@@ -471,13 +475,14 @@ func (v *aggFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // numberParams gives each ? its order in the text (the parser leaves Order
 // to the planner that usually runs after it).
-func numberParams(stmt ast.StmtNode) {
+func numberParams(stmt ast.StmtNode) int {
 	v := &paramCollector{}
 	stmt.Accept(v)
 	slices.SortFunc(v.params, func(a, b *driver.ParamMarkerExpr) int { return a.Offset - b.Offset })
 	for i, pm := range v.params {
 		pm.Order = i
 	}
+	return len(v.params)
 }
 
 type paramCollector struct{ params []*driver.ParamMarkerExpr }
@@ -528,6 +533,29 @@ func (v *renamer) Enter(n ast.Node) (ast.Node, bool) {
 	case *ast.TableName:
 		if r := v.byTN[x]; r != nil {
 			x.Name = ast.NewCIStr(tableMarker(r.index))
+		}
+	case *ast.SelectField:
+		// tbl.* (and db.tbl.*) name the table like a column qualifier; the
+		// wildcard is not a node Accept visits.
+		if x.WildCard == nil || x.WildCard.Table.L == "" {
+			break
+		}
+		w := x.WildCard
+		for _, r := range v.b.refs {
+			if r.rule != nil && r.alias == "" && w.Table.L == r.name && (w.Schema.L == "" || w.Schema.L == r.rule.DB) {
+				w.Table = ast.NewCIStr(tableMarker(r.index))
+				break
+			}
+		}
+	case *ast.WildCardField:
+		if x.Table.L == "" {
+			break
+		}
+		for _, r := range v.b.refs {
+			if r.rule != nil && r.alias == "" && x.Table.L == r.name && (x.Schema.L == "" || x.Schema.L == r.rule.DB) {
+				x.Table = ast.NewCIStr(tableMarker(r.index))
+				break
+			}
 		}
 	case *ast.ColumnName:
 		if x.Table.L == "" {

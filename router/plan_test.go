@@ -108,7 +108,7 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 		return out
 	}
 	out.Plan = "sharded"
-	rt, err := pl.Bind(lits, c.Query[:leadingComments(c.Query, info)])
+	rt, err := pl.Bind(lits, LeadingComments(c.Query[:info.Start]))
 	if err != nil {
 		out.Error = err.Error()
 		return out
@@ -116,14 +116,6 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 	out.Routes = rt.Explain()
 	out.Merge = rt.Merge
 	return out
-}
-
-// leadingComments is how the proxy finds the prefix to keep.
-func leadingComments(q string, info Info) int {
-	if strings.TrimSpace(q[:info.Start]) == "" {
-		return 0
-	}
-	return info.Start
 }
 
 func mustJSON(v any) string {
@@ -159,8 +151,8 @@ func BenchmarkRoutePointSelectMiss(b *testing.B) {
 	const q = "SELECT c FROM user WHERE id = 12345"
 	b.ReportAllocs()
 	for b.Loop() {
-		shape, _ := Normalize(q)
-		if _, err := s.build(p, shape, "kingshard", KindSelect, true); err != nil {
+		shape, lits := Normalize(q)
+		if _, err := s.build(p, shape, "kingshard", KindSelect, true, len(lits)); err != nil {
 			b.Fatal(err)
 		}
 	}

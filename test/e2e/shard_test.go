@@ -229,6 +229,29 @@ func TestShardRouting(t *testing.T) {
 		t.Fatalf("after refusals: %q %v", name, err)
 	}
 
+	// tbl.* is renamed with the table; a parenthesized statement stays one.
+	if err := db.QueryRow("SELECT sh_user.* FROM sh_user WHERE id = 12").Scan(new(int), &name, new(int), new(sql.NullString)); err != nil || name != "l" {
+		t.Fatalf("tbl.*: %q %v", name, err)
+	}
+	if err := db.QueryRow("(SELECT name FROM sh_user WHERE id = 2)").Scan(&name); err != nil || name != "b" {
+		t.Fatalf("parenthesized: %q %v", name, err)
+	}
+	// Per-connection functions still answer for this client in a sharded
+	// schema.
+	c1, _ := db.Conn(context.Background())
+	defer c1.Close()
+	mustExecConn(t, c1, "CREATE TABLE IF NOT EXISTS ai_plain (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+	mustExecConn(t, c1, "INSERT INTO ai_plain (v) VALUES (1)")
+	var mine int64
+	if err := c1.QueryRowContext(context.Background(), "SELECT LAST_INSERT_ID()").Scan(&mine); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, "INSERT INTO ai_plain (v) VALUES (2), (3)") // other connections
+	var again int64
+	if err := c1.QueryRowContext(context.Background(), "SELECT LAST_INSERT_ID()").Scan(&again); err != nil || again != mine {
+		t.Fatalf("LAST_INSERT_ID() = %d, want this client's %d (%v)", again, mine, err)
+	}
+
 	// Hints: /*node2*/ sends the statement as written to node2.
 	var port int
 	if err := db.QueryRow("/*node2*/ SELECT @@port").Scan(&port); err != nil || port != basePort+1 {
@@ -311,6 +334,15 @@ func TestShardTransactions(t *testing.T) {
 	wantErrContains(t, "second node in a transaction", err, 1235, "transaction is on node node2")
 	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (13, 'thirteen')") // node2 again
 	mustExecConn(t, c, "ROLLBACK")
+	// A first statement that spans nodes cannot open a transaction: refused,
+	// nothing written, the transaction still usable.
+	mustExecConn(t, c, "BEGIN")
+	_, err = c.ExecContext(ctx, "INSERT INTO sh_user (id, name) VALUES (2, 'two'), (6, 'six')")
+	wantErrContains(t, "multi-node first statement", err, 1235, "would touch nodes node1 and node2")
+	mustExecConn(t, c, "ROLLBACK")
+	if got := subTableRows(t, basePort+1, "sh_user_0006"); len(got) != 0 {
+		t.Fatalf("refused multi-node insert left rows: %v", got)
+	}
 	if got := subTableRows(t, basePort+1, "sh_user_0005"); len(got) != 0 {
 		t.Fatalf("rolled back rows are in sh_user_0005: %v", got)
 	}
