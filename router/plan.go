@@ -537,40 +537,31 @@ func (v *renamer) Enter(n ast.Node) (ast.Node, bool) {
 	case *ast.SelectField:
 		// tbl.* (and db.tbl.*) name the table like a column qualifier; the
 		// wildcard is not a node Accept visits.
-		if x.WildCard == nil || x.WildCard.Table.L == "" {
-			break
-		}
-		w := x.WildCard
-		for _, r := range v.b.refs {
-			if r.rule != nil && r.alias == "" && w.Table.L == r.name && (w.Schema.L == "" || w.Schema.L == r.rule.DB) {
-				w.Table = ast.NewCIStr(tableMarker(r.index))
-				break
-			}
+		if x.WildCard != nil {
+			v.qualifier(x.WildCard.Schema, &x.WildCard.Table)
 		}
 	case *ast.WildCardField:
-		if x.Table.L == "" {
-			break
-		}
-		for _, r := range v.b.refs {
-			if r.rule != nil && r.alias == "" && x.Table.L == r.name && (x.Schema.L == "" || x.Schema.L == r.rule.DB) {
-				x.Table = ast.NewCIStr(tableMarker(r.index))
-				break
-			}
-		}
+		v.qualifier(x.Schema, &x.Table)
 	case *ast.ColumnName:
-		if x.Table.L == "" {
-			break
-		}
-		for _, r := range v.b.refs {
-			if r.rule != nil && r.alias == "" && x.Table.L == r.name && (x.Schema.L == "" || x.Schema.L == r.rule.DB) {
-				x.Table = ast.NewCIStr(tableMarker(r.index))
-				break
-			}
-		}
+		v.qualifier(x.Schema, &x.Table)
 	}
 	return n, false
 }
 func (v *renamer) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// qualifier marks a column or wildcard qualifier that names a sharded
+// table by its own name (an alias needs no change).
+func (v *renamer) qualifier(schema ast.CIStr, table *ast.CIStr) {
+	if table.L == "" {
+		return
+	}
+	for _, r := range v.b.refs {
+		if r.rule != nil && r.alias == "" && table.L == r.name && (schema.L == "" || schema.L == r.rule.DB) {
+			*table = ast.NewCIStr(tableMarker(r.index))
+			return
+		}
+	}
+}
 
 // buildDDL plans DDL on a sharded table: run on every sub-table.
 func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {

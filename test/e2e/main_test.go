@@ -60,16 +60,6 @@ func backends(args ...string) (string, error) {
 	return string(out), err
 }
 
-// rootSQL runs SQL as root on a backend (through its socket).
-func rootSQL(t *testing.T, port int, sql string) string {
-	t.Helper()
-	out, err := backends("sql", fmt.Sprint(port), sql)
-	if err != nil {
-		t.Fatalf("backend %d: %s: %v\n%s", port, sql, err, out)
-	}
-	return out
-}
-
 // testProxy is a keyshard server running in the test process.
 type testProxy struct {
 	Addr string

@@ -72,24 +72,10 @@ schema_list:
 `, addr, basePort, basePort+1)
 }
 
-// subTableRows reads table straight from the backend at port.
+// subTableRows reads the ids of table straight from the backend at port.
 func subTableRows(t *testing.T, port int, table string) []string {
 	t.Helper()
-	db := direct(t, port, "shard_e2e")
-	rows, err := db.Query("SELECT CAST(id AS CHAR) FROM " + table + " ORDER BY id")
-	if err != nil {
-		t.Fatalf("%s on %d: %v", table, port, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
+	return subTableRows2(t, port, table, "id")
 }
 
 func wantErrContains(t *testing.T, what string, err error, number uint16, substr string) {
