@@ -6,7 +6,8 @@
 #                [--skip-big] [--ks-bin=PATH] [--out=FILE] [--down] [--self-test]
 #
 # Every option can also be given as an environment variable (WORKLOADS,
-# THREADS, TIME, ROUNDS, SKIP_BIG=1, KS_BIN, OUT, DOWN=1, SELF_TEST=1);
+# THREADS, TIME, ROUNDS, SKIP_BIG=1, SKIP_SHARD=1, SHARD_THREADS, KS_BIN, OUT,
+# DOWN=1, SELF_TEST=1);
 # flags win over the environment.
 set -euo pipefail
 CALLER_DIR=$PWD
@@ -19,6 +20,8 @@ THREADS=${THREADS:-4 16 64}
 TIME=${TIME:-10}
 ROUNDS=${ROUNDS:-2}
 SKIP_BIG=${SKIP_BIG:-0}
+SKIP_SHARD=${SKIP_SHARD:-0}
+SHARD_THREADS=${SHARD_THREADS:-16}
 KS_BIN=${KS_BIN:-}
 OUT=${OUT:-}
 DOWN=${DOWN:-0}
@@ -42,7 +45,7 @@ while (($#)); do
 	shift
 	case $arg in
 	--*=*) name=${arg%%=*} val=${arg#*=} ;;
-	--skip-big | --down | --self-test | -h | --help) name=$arg val=1 ;;
+	--skip-big | --skip-shard | --down | --self-test | -h | --help) name=$arg val=1 ;;
 	--*)
 		(($#)) || usage
 		name=$arg val=$1
@@ -56,6 +59,7 @@ while (($#)); do
 	--time) TIME=$val ;;
 	--rounds) ROUNDS=$val ;;
 	--skip-big) SKIP_BIG=$val ;;
+	--skip-shard) SKIP_SHARD=$val ;;
 	--ks-bin) KS_BIN=$val ;;
 	--out) OUT=$val ;;
 	--down) DOWN=$val ;;
@@ -162,7 +166,9 @@ mysql_at() {
 }
 
 # ---------------------------------------------------------------- setup
-scripts/backends.sh up 1 "$DIRECT_PORT" >&2
+# Two backends: the second is node2 of the sharded run.
+scripts/backends.sh up 2 "$DIRECT_PORT" >&2
+[[ $SELF_TEST != 1 ]] || SKIP_SHARD=1
 
 if [[ $SELF_TEST != 1 ]]; then
 	if [[ -z $KS_BIN ]]; then
@@ -190,12 +196,24 @@ nodes:
     user: ks
     password: ks
     master: 127.0.0.1:$DIRECT_PORT
+  - name: node2
+    max_conns_limit: 128
+    user: ks
+    password: ks
+    master: 127.0.0.1:$((DIRECT_PORT + 1))
 schema_list:
   - user: ks
-    nodes: [node1]
+    nodes: [node1, node2]
     default: node1
+    # sbtest stays unsharded (everything on node1); sbshard.sbtest1 is the
+    # sharded run's table: hash on id, 2 nodes x 2 sub-tables.
     shard:
-      -
+      - db: sbshard
+        table: sbtest1
+        key: id
+        nodes: [node1, node2]
+        type: hash
+        locations: [2, 2]
 EOF
 	[[ -n $WEB_ADDR ]] || sed -i '/^web_addr:/d' "$WORK/bench.yaml"
 	"$KS_BIN" -config "$WORK/bench.yaml" >"$WORK/keyshard.log" 2>&1 &
@@ -210,21 +228,21 @@ EOF
 fi
 
 SB_COMMON=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=ks --mysql-password=ks
-	--mysql-db=sbtest --tables=1 --table-size="$TABLE_SIZE" --db-ps-mode=disable)
+	--tables=1 --table-size="$TABLE_SIZE" --db-ps-mode=disable)
 
 rows=$(mysql_at "$DIRECT_PORT" -N sbtest -e 'SELECT COUNT(*) FROM sbtest1' 2>/dev/null || echo 0)
 if [[ $rows != "$TABLE_SIZE" ]]; then
 	log "sysbench prepare: sbtest1 with $TABLE_SIZE rows"
-	sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="$DIRECT_PORT" cleanup >/dev/null
-	sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-port="$DIRECT_PORT" prepare >"$WORK/prepare.log" ||
+	sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-db=sbtest --mysql-port="$DIRECT_PORT" cleanup >/dev/null
+	sysbench oltp_read_write "${SB_COMMON[@]}" --mysql-db=sbtest --mysql-port="$DIRECT_PORT" prepare >"$WORK/prepare.log" ||
 		die "sysbench prepare failed: $(tail -n 5 "$WORK/prepare.log")"
 fi
 
 # ---------------------------------------------------------------- OLTP
-# run_sysbench PORT WORKLOAD THREADS LOGFILE -> "qps p95_ms total_queries"
+# run_sysbench PORT WORKLOAD THREADS LOGFILE [DB] -> "qps p95_ms total_queries"
 run_sysbench() {
-	local port=$1 wl=$2 th=$3 out=$4
-	if ! sysbench "$wl" "${SB_COMMON[@]}" --mysql-port="$port" --threads="$th" --time="$TIME" \
+	local port=$1 wl=$2 th=$3 out=$4 db=${5:-sbtest}
+	if ! sysbench "$wl" "${SB_COMMON[@]}" --mysql-db="$db" --mysql-port="$port" --threads="$th" --time="$TIME" \
 		--report-interval=0 --percentile=95 run >"$out" 2>&1; then
 		log "sysbench $wl threads=$th port=$port failed:"
 		tail -n 15 "$out" >&2
@@ -341,6 +359,56 @@ if [[ $SKIP_BIG != 1 ]]; then
 	[[ $SELF_TEST == 1 ]] || BIG_RSS=$(vm_kib "$KS_PID" VmHWM)
 fi
 
+# ---------------------------------------------------------------- sharded
+# oltp_point_select on sbshard.sbtest1, hash-sharded over both backends
+# (sub-tables 0,1 on node1 and 2,3 on node2, filled directly with the same
+# rows as sbtest.sbtest1's shape), against the same workload on the
+# unsharded sbtest through keyshard, alternating: the cost of routing.
+if [[ $SKIP_SHARD != 1 ]]; then
+	for i in 0 1 2 3; do
+		port=$DIRECT_PORT
+		((i < 2)) || port=$((DIRECT_PORT + 1))
+		rows=$(mysql_at "$port" -N -e "SELECT COUNT(*) FROM sbshard.sbtest1_000$i" 2>/dev/null || echo 0)
+		want=$(((TABLE_SIZE - i + 3) / 4))
+		((i > 0)) || want=$((TABLE_SIZE / 4))
+		if [[ $rows != "$want" ]]; then
+			log "preparing sbshard.sbtest1_000$i on 127.0.0.1:$port"
+			scripts/backends.sh sql "$port" "
+				SET SESSION sql_log_bin = 0;
+				CREATE DATABASE IF NOT EXISTS sbshard;
+				DROP TABLE IF EXISTS sbshard.sbtest1_000$i;
+				CREATE TABLE sbshard.sbtest1_000$i (
+				  id  INT NOT NULL PRIMARY KEY,
+				  k   INT NOT NULL DEFAULT 0,
+				  c   CHAR(120) NOT NULL DEFAULT '',
+				  pad CHAR(60) NOT NULL DEFAULT '',
+				  KEY k_1 (k)
+				) ENGINE=InnoDB;
+				INSERT INTO sbshard.sbtest1_000$i (id, k, c, pad)
+				  SELECT seq, seq, REPEAT('c', 119), REPEAT('p', 59) FROM sbshard.seq_1_to_$TABLE_SIZE WHERE seq % 4 = $i;" >/dev/null
+		fi
+	done
+	for ((r = 1; r <= ROUNDS; r++)); do
+		ks_alive
+		for side in plain sharded; do
+			db=sbtest
+			[[ $side == plain ]] || db=sbshard
+			t0=$(cpu_ticks "$KS_PID")
+			if res=$(run_sysbench "$KS_PORT" oltp_point_select "$SHARD_THREADS" "$WORK/shard.$side.$r.log" "$db"); then
+				read -r qps p95 total <<<"$res"
+				t1=$(cpu_ticks "$KS_PID")
+				add "shard/$side/q" "$qps"
+				add "shard/$side/p" "$p95"
+				add "shard/$side/cpu" "$(fcalc "($t1 - $t0) / $CLK_TCK * 1000000 / $total")"
+				add "shard/$side/n" 1
+				log "point_select threads=$SHARD_THREADS round $r: keyshard $side ($db) $qps qps, p95 $p95 ms"
+			else
+				FAILED=1
+			fi
+		done
+	done
+fi
+
 # ---------------------------------------------------------------- report
 # mean KEY COUNTKEY FORMAT
 mean() {
@@ -399,6 +467,17 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 			rss=$(awk -v k="${BIG_RSS:-0}" 'BEGIN { printf "%.1f", k / 1024 }')
 		fi
 		echo "| $d | $k | $(ratio "$k" "$d") | $kcpu | $rss |"
+	fi
+	if [[ $SKIP_SHARD != 1 ]]; then
+		pq=$(mean shard/plain/q shard/plain/n %.0f)
+		sq=$(mean shard/sharded/q shard/sharded/n %.0f)
+		echo
+		echo "Sharded point_select through keyshard ($SHARD_THREADS threads; sbshard.sbtest1 hash-sharded 2 nodes x 2 sub-tables) vs the unsharded table through keyshard:"
+		echo
+		echo "| unsharded QPS | sharded QPS | sharded/unsharded | unsharded p95 ms | sharded p95 ms | unsharded CPU µs/query | sharded CPU µs/query |"
+		echo "|---:|---:|---:|---:|---:|---:|---:|"
+		echo "| $pq | $sq | $(ratio "$sq" "$pq") | $(mean shard/plain/p shard/plain/n %.2f) | $(mean shard/sharded/p shard/sharded/n %.2f) |" \
+			"$(mean shard/plain/cpu shard/plain/n %.0f) | $(mean shard/sharded/cpu shard/sharded/n %.0f) |"
 	fi
 	if ((FAILED)); then
 		echo
