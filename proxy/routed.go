@@ -182,6 +182,18 @@ func legError(l *leg, e *mysql.MyError) *mysql.MyError {
 	return &mysql.MyError{Code: e.Code, State: e.State, Message: "keyshard: node " + l.bc.Node() + sub + ": " + e.Message}
 }
 
+// first reads the first packet of the leg's next answer (never empty).
+func (l *leg) first() ([]byte, error) {
+	p, err := l.bc.Packets().ReadPacket()
+	if err != nil {
+		return nil, lostLeg(l, err)
+	}
+	if len(p) == 0 {
+		return nil, lostLeg(l, wire.ErrMalformed)
+	}
+	return p, nil
+}
+
 func lostLeg(l *leg, err error) error {
 	l.bc.MarkBroken()
 	return &backend.Error{Kind: backend.KindLost, Node: l.bc.Node(), Addr: l.bc.Addr(), Msg: "connection lost during query", Err: err}
@@ -205,12 +217,9 @@ func (s *Session) relayScatter(legs []leg) error {
 			continue
 		}
 		for more := true; more; {
-			p, err := bp.ReadPacket()
+			p, err := l.first()
 			if err != nil {
-				return s.fail(lostLeg(l, err))
-			}
-			if len(p) == 0 {
-				return s.fail(lostLeg(l, wire.ErrMalformed))
+				return s.fail(err)
 			}
 			switch p[0] {
 			case wire.ErrHeader:
@@ -333,14 +342,10 @@ func (s *Session) collectOKs(legs []leg, rt *router.Routing) error {
 	var failed *mysql.MyError
 	for i := range legs {
 		l := &legs[i]
-		bp := l.bc.Packets()
 		for more := true; more; {
-			p, err := bp.ReadPacket()
+			p, err := l.first()
 			if err != nil {
-				return s.fail(lostLeg(l, err))
-			}
-			if len(p) == 0 {
-				return s.fail(lostLeg(l, wire.ErrMalformed))
+				return s.fail(err)
 			}
 			switch p[0] {
 			case wire.ErrHeader:
