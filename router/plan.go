@@ -38,7 +38,6 @@ type Plan struct {
 	unsharded []string // unsharded tables also referenced: the route must be the default node
 	def       string   // default node
 	nparams   int
-	shape     string
 }
 
 // Tables returns the sharded tables the plan touches, for EXPLAIN.
@@ -109,7 +108,7 @@ func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool, nlits
 		// comment it skips, say): binding by order would be wrong.
 		return nil, errors.New("parameters do not line up with the literals")
 	}
-	b := &builder{s: s, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default, shape: text}}
+	b := &builder{s: s, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default}}
 	return b.build(stmts[0], params)
 }
 
@@ -119,7 +118,8 @@ type tableRef struct {
 	alias    string // lower case; "" when none
 	name     string // lower case table name as written
 	subquery bool
-	index    int // into plan.tables
+	index    int       // into plan.tables
+	dupOf    *tableRef // the first mention of the same table, if this is a repeat
 }
 
 type builder struct {
@@ -142,6 +142,9 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	b.collect(stmt)
 	var sharded []*tableRef
 	for _, r := range b.refs {
+		if r.dupOf != nil {
+			continue
+		}
 		if r.rule != nil {
 			sharded = append(sharded, r)
 		} else if !slices.Contains(b.plan.unsharded, r.name) {
@@ -163,6 +166,11 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 			pl.tables = append(pl.tables, r.rule)
 		}
 		r.index = i
+	}
+	for _, r := range b.refs {
+		if r.dupOf != nil {
+			r.index = r.dupOf.index
+		}
 	}
 	for _, t := range pl.tables[1:] {
 		if !pl.tables[0].sameLayout(t) {
@@ -292,12 +300,22 @@ func (v *refCollector) add(tn *ast.TableName, alias string) {
 	if db != "" {
 		r.rule = v.b.s.Table(db, tn.Name.L)
 	}
-	// DELETE t1 FROM t1 AS x ...: a name in the delete list may be an alias.
-	if r.rule != nil && alias == "" {
+	if alias == "" && tn.Schema.L == "" {
 		for _, o := range v.b.refs {
-			if o.alias == r.name {
-				v.b.refs = append(v.b.refs, &tableRef{tn: tn, name: r.name, alias: "\x00alias"})
+			if o.alias == tn.Name.L {
+				// DELETE a FROM t AS a: the target names an alias already
+				// recorded; nothing to route or rename.
 				return
+			}
+		}
+	}
+	if alias == "" {
+		for _, o := range v.b.refs {
+			if o.alias == "" && o.dupOf == nil && o.name == r.name && o.rule == r.rule && (o.rule != nil || o.tn.Schema.L == tn.Schema.L) {
+				// The same unaliased table named twice (DELETE t FROM t):
+				// one table, renamed in both places.
+				r.dupOf = o
+				break
 			}
 		}
 	}
