@@ -42,6 +42,8 @@ type Conn struct {
 	multi bool
 	state *State
 
+	stmts stmtCache // statements prepared on this connection
+
 	created  time.Time
 	lastUsed time.Time
 	broken   bool
@@ -480,6 +482,7 @@ func (c *Conn) Reset() error {
 		return err
 	}
 	c.multi = true
+	c.forgetStmts()
 	c.state = nil // charset after a reset is the server's idea; Sync re-applies
 	return nil
 }
@@ -488,6 +491,7 @@ func (c *Conn) Reset() error {
 func (c *Conn) SetDeadline(t time.Time) error { return c.pkt.NetConn().SetDeadline(t) }
 
 func (c *Conn) close() {
+	c.forgetStmts()
 	if c.pkt != nil {
 		_ = c.pkt.Close()
 	}

@@ -27,11 +27,15 @@ type Options struct {
 	ReadBuffer     int
 	WriteBuffer    int
 	MaxPacket      int
+	StmtCache      int // prepared statements cached per connection (LRU)
 }
 
 func (o *Options) withDefaults() {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 16
+	}
+	if o.StmtCache <= 0 {
+		o.StmtCache = 64
 	}
 	if o.MinIdle > o.MaxConns {
 		o.MinIdle = o.MaxConns
@@ -77,6 +81,9 @@ type PoolStats struct {
 	DialErrors        int64
 	Dials             int64
 	Closed            int64 // connections closed (broken, expired, idle)
+	// Statements prepared on the backend by keyshard, and those still
+	// open there (closed on cache eviction or with their connection).
+	StmtPrepares, StmtsOpen int64
 }
 
 // Pool is a bounded pool of connections to one backend server.
@@ -104,6 +111,7 @@ type Pool struct {
 	wg     sync.WaitGroup
 
 	open, inUse, waits, waitNanos, timeouts, dialErrors, dials, closedN atomic.Int64
+	stmtPrepares, stmtsOpen                                             atomic.Int64
 }
 
 // NewPool creates a pool and starts its maintenance goroutine, which opens
@@ -277,6 +285,7 @@ func (p *Pool) Stats() PoolStats {
 		Waits: p.waits.Load(), WaitTime: time.Duration(p.waitNanos.Load()),
 		Timeouts: p.timeouts.Load(), DialErrors: p.dialErrors.Load(),
 		Dials: p.dials.Load(), Closed: p.closedN.Load(),
+		StmtPrepares: p.stmtPrepares.Load(), StmtsOpen: p.stmtsOpen.Load(),
 	}
 }
 

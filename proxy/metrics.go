@@ -18,6 +18,7 @@ type Metrics struct {
 	rejectedVec *prometheus.CounterVec
 	ok, failed  [256]prometheus.Counter
 	latency     [256]prometheus.Observer
+	stmtsOpen   prometheus.Gauge
 }
 
 var commandNames = map[byte]string{
@@ -52,7 +53,8 @@ func newMetrics(s *Server) *Metrics {
 		m.failed[i] = queries.WithLabelValues(name, "error")
 		m.latency[i] = lat.WithLabelValues(name)
 	}
-	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat,
+	m.stmtsOpen = prometheus.NewGauge(prometheus.GaugeOpts{Name: "keyshard_client_prepared_statements", Help: "Prepared statements open in client sessions."})
+	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat, m.stmtsOpen,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_client_connections", Help: "Client connections open."},
 			func() float64 { return float64(s.conns.Load()) }),
 		&poolCollector{s: s}, &planCacheCollector{s: s})
@@ -115,10 +117,12 @@ var (
 	descPoolTO    = prometheus.NewDesc("keyshard_pool_timeouts_total", "Pool gets that gave up after pool_wait_timeout.", poolLabels, nil)
 	descPoolDial  = prometheus.NewDesc("keyshard_pool_dials_total", "Backend connections opened.", poolLabels, nil)
 	descPoolDErr  = prometheus.NewDesc("keyshard_pool_dial_errors_total", "Backend connection attempts that failed.", poolLabels, nil)
+	descPoolStmts = prometheus.NewDesc("keyshard_pool_prepared_statements", "Statements keyshard holds prepared on the backend (bounded by connections x stmt_cache_size).", poolLabels, nil)
+	descPoolPreps = prometheus.NewDesc("keyshard_pool_prepares_total", "Statements prepared on the backend.", poolLabels, nil)
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPoolOpen, descPoolInUse, descPoolIdle, descPoolWaits, descPoolWait, descPoolTO, descPoolDial, descPoolDErr} {
+	for _, d := range []*prometheus.Desc{descPoolOpen, descPoolInUse, descPoolIdle, descPoolWaits, descPoolWait, descPoolTO, descPoolDial, descPoolDErr, descPoolStmts, descPoolPreps} {
 		ch <- d
 	}
 }
@@ -135,5 +139,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPoolTO, prometheus.CounterValue, float64(st.Timeouts), l...)
 		ch <- prometheus.MustNewConstMetric(descPoolDial, prometheus.CounterValue, float64(st.Dials), l...)
 		ch <- prometheus.MustNewConstMetric(descPoolDErr, prometheus.CounterValue, float64(st.DialErrors), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolStmts, prometheus.GaugeValue, float64(st.StmtsOpen), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolPreps, prometheus.CounterValue, float64(st.StmtPrepares), l...)
 	}
 }

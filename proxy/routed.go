@@ -99,6 +99,24 @@ type leg struct {
 	route    *router.Route
 	done     int  // statements whose answer has been read
 	finished bool // the last packet of the batch's answer has been read
+	// pipelined: each statement was sent as its own command (prepared
+	// statements), so each has its own answer; else the statements form
+	// one multi-statement batch that stops at the first error.
+	pipelined bool
+}
+
+// next reports whether more answers follow on the leg after one that ended
+// with status.
+func (l *leg) next(status uint16) bool {
+	if status&wire.StatusMoreResultsExists != 0 {
+		return true
+	}
+	if l.pipelined && l.done < len(l.route.SQL) {
+		// The next command's answer starts its own packet sequence.
+		l.bc.Packets().Seq = 1
+		return true
+	}
+	return false
 }
 
 // scatter runs a statement that touches several sub-tables. Each node gets
@@ -108,6 +126,25 @@ type leg struct {
 // relayed as one result set (rows in sub-table order, never buffered);
 // writes report the summed affected rows.
 func (s *Session) scatter(rt *router.Routing, info router.Info) error {
+	return s.fanOut(rt, info.Kind == router.KindSelect, func(l *leg) error {
+		if len(l.route.SQL) > 1 {
+			if err := l.bc.Sync(s.db, true, s.state); err != nil {
+				return err
+			}
+		}
+		bp := l.bc.Packets()
+		if err := bp.WriteCommandString(mysql.COM_QUERY, strings.Join(l.route.SQL, ";")); err != nil {
+			return err
+		}
+		return bp.Flush()
+	})
+}
+
+// fanOut runs rt's statements on one connection per node: send writes a
+// leg's statements (and flushes them) and is called for every leg before
+// any answer is read. The answers are relayed as one result set (isSelect)
+// or summed into one OK.
+func (s *Session) fanOut(rt *router.Routing, isSelect bool, send func(l *leg) error) error {
 	if len(rt.Routes) > 1 && (s.txBegin != "" || s.inTx()) {
 		return s.fail(newErr(errCrossNodeTx, "keyshard: inside a transaction this statement would touch nodes %s and %s; "+
 			"a transaction can touch one node only (the transaction is still open)", rt.Routes[0].Node, rt.Routes[1].Node))
@@ -126,31 +163,30 @@ func (s *Session) scatter(rt *router.Routing, info router.Info) error {
 			return s.fail(err)
 		}
 		legs = append(legs, leg{bc: bc, route: r})
-		if len(r.SQL) > 1 {
-			if err := bc.Sync(s.db, true, s.state); err != nil {
-				releaseAll()
-				return s.fail(err)
-			}
-		}
 	}
 	for i := range legs {
 		l := &legs[i]
-		bp := l.bc.Packets()
-		err := bp.WriteCommandString(mysql.COM_QUERY, strings.Join(l.route.SQL, ";"))
-		if err == nil {
-			err = bp.Flush()
-		}
-		if err != nil {
+		if err := send(l); err != nil {
+			var me *mysql.MyError
+			if errors.As(err, &me) && !l.bc.Broken() && i == 0 {
+				// Refused before anything was sent (state sync, prepare).
+				releaseAll()
+				return s.fail(err)
+			}
 			for j := 0; j <= i; j++ {
 				legs[j].bc.MarkBroken() // sent batches would answer into the pool
 			}
 			releaseAll()
-			return s.fail(&backend.Error{Kind: backend.KindLost, Node: l.bc.Node(), Addr: l.bc.Addr(), Msg: "sending statement", Err: err})
+			var be *backend.Error
+			if !errors.As(err, &be) && me == nil {
+				err = &backend.Error{Kind: backend.KindLost, Node: l.bc.Node(), Addr: l.bc.Addr(), Msg: "sending statement", Err: err}
+			}
+			return s.fail(err)
 		}
 	}
 	s.cur.Store(legs[0].bc)
 	var err error
-	if info.Kind == router.KindSelect {
+	if isSelect {
 		err = s.relayScatter(legs)
 	} else {
 		err = s.collectOKs(legs, rt)
@@ -232,7 +268,7 @@ func (s *Session) relayScatter(legs []leg) error {
 				ok, _ := wire.ParseOK(p)
 				l.bc.Status = ok.Status
 				l.done++
-				more = ok.Status&wire.StatusMoreResultsExists != 0
+				more = l.next(ok.Status)
 				l.finished = !more
 				continue
 			}
@@ -298,7 +334,7 @@ func (s *Session) relayScatter(legs []leg) error {
 					l.bc.Status = ok.Status
 					warnings += ok.Warnings
 					l.done++
-					more = ok.Status&wire.StatusMoreResultsExists != 0
+					more = l.next(ok.Status)
 					l.finished = !more
 					break
 				}
@@ -352,8 +388,11 @@ func (s *Session) collectOKs(legs []leg, rt *router.Routing) error {
 				if failed == nil {
 					failed = legError(l, wire.ParseErr(p))
 				}
-				more = false
-				l.finished = true
+				// A batch stops at its first error; pipelined statements
+				// each answer.
+				l.done++
+				more = l.next(0)
+				l.finished = !more
 			case wire.OKHeader:
 				ok, perr := wire.ParseOK(p)
 				if perr != nil {
@@ -366,7 +405,7 @@ func (s *Session) collectOKs(legs []leg, rt *router.Routing) error {
 					insertID = ok.InsertID
 				}
 				l.done++
-				more = ok.Status&wire.StatusMoreResultsExists != 0
+				more = l.next(ok.Status)
 				l.finished = !more
 			default:
 				// A result set where none was expected: not ours to relay.

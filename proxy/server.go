@@ -137,6 +137,7 @@ func (s *Server) poolOptions(n *config.NodeConfig) backend.Options {
 		ReadBuffer:     c.ReadBuffer,
 		WriteBuffer:    c.BackendWriteBuffer,
 		MaxPacket:      c.MaxAllowedPacket,
+		StmtCache:      c.StmtCacheSize,
 	}
 }
 

@@ -64,6 +64,11 @@ type Session struct {
 
 	parser *router.Parser
 	buf    []byte
+	xbuf   []byte // EXECUTE packets rebuilt for a backend
+
+	stmts    map[uint32]*prepared // binary-protocol statements by client id
+	nextStmt uint32
+	cursors  int // statements with an open cursor (they pin the connection)
 
 	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
 	killed atomic.Bool
@@ -96,6 +101,7 @@ func (s *Session) startSession(db string) error {
 
 // endSession returns or cleans the pinned connection.
 func (s *Session) endSession() {
+	s.forgetStmts()
 	if s.pinned == nil {
 		return
 	}
@@ -353,7 +359,7 @@ func (s *Session) release(bc *backend.Conn) {
 		pool.Put(bc)
 		return
 	}
-	if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 || s.sticky != "" || s.lockTables {
+	if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 || s.sticky != "" || s.lockTables || s.cursors > 0 {
 		s.pinned = bc
 		return
 	}

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"strconv"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
@@ -10,106 +12,308 @@ import (
 	"github.com/keyshard/keyshard/router"
 )
 
-// Binary-protocol prepared statements, for now: the first COM_STMT_PREPARE
-// pins the session to its backend connection and COM_STMT_* commands are
-// relayed to it with the backend's statement ids. This keeps every driver
-// that prepares statements working; statements that survive connection
-// changes and route through the sharding planner replace it later.
+// Binary-protocol prepared statements.
+//
+// The client sees keyshard's statement ids, one per PREPARE for the life of
+// the session. keyshard keeps each statement's text, the database it was
+// prepared in, its parameter count and last bound types, and (in a sharded
+// schema) its routing plan. A statement is prepared on a backend
+// connection lazily, the first time that connection runs it, and stays in
+// the connection's bounded cache (backend.Conn.CachedStmt) for the next
+// session that runs the same text there; so an EXECUTE can run on any
+// pooled connection and the session is not pinned by PREPARE.
+//
+// Sharded statements route like text ones: the plan is made at PREPARE with
+// the ? parameters as placeholders (same plan and cache as the text form),
+// and each EXECUTE binds the parameter values to pick the sub-tables. The
+// rewritten statement keeps its ? and is prepared on its sub-table's node;
+// a multi-row INSERT whose rows go to several sub-tables gets, per
+// sub-table, an EXECUTE carrying just that sub-table's parameters.
 
-// stmtPrepare relays COM_STMT_PREPARE and its response.
+// prepared is a client's prepared statement.
+type prepared struct {
+	id     uint32
+	sql    string // the client's text
+	db     string // database at PREPARE: the statement resolves names there
+	kind   router.Kind
+	params int
+	cols   int
+	types  []byte // parameter types last bound by the client
+
+	long     map[int][]byte // COM_STMT_SEND_LONG_DATA not yet executed
+	longSize int
+	longErr  bool // long data beyond max_allowed_packet
+
+	// Routing: plan (with lits and the client's leading comments) for a
+	// sharded statement; node for a /*node*/ hint. Both nil: default node.
+	plan   *router.Plan
+	lits   []router.Literal
+	prefix string
+	node   *backend.Node
+
+	cursor   *backend.Conn // connection holding the statement's open cursor
+	cursorID uint32        // the backend statement id there
+}
+
+// stmtKey is the backend cache key of sql prepared with current database db.
+func stmtKey(db, sql string) string { return db + "\x00" + sql }
+
+func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
+
+// stmtPrepare answers COM_STMT_PREPARE: the statement is prepared on a
+// backend (the default node, or for a sharded statement the node of its
+// first sub-table) to learn its parameter and column definitions, which
+// are relayed with keyshard's statement id.
 func (s *Session) stmtPrepare(p []byte) error {
+	sql := string(p[1:])
+	info := router.Classify(sql)
+	st := &prepared{sql: sql, db: s.db, kind: info.Kind}
+	text := sql
+	node := (*backend.Node)(nil)
 	if s.route != nil && s.route.Sharded() {
-		// Binary-protocol statements are not routed yet: refuse those on
-		// sharded tables instead of preparing them on the default node,
-		// where the table does not exist.
-		sql := string(p[1:])
-		info := router.Classify(sql)
-		if pl, _, err := s.route.Plan(s.getParser(), sql, s.db, info.Kind); err != nil || pl.Kind == router.PlanSharded {
-			table := ""
-			if err == nil {
-				table = pl.Tables()[0].Table
-			} else if re := (*router.Error)(nil); errors.As(err, &re) {
+		if n, ok := s.hintNode(sql[:info.Start]); ok {
+			st.node, node = n, n
+		} else if routable(info.Kind) {
+			pl, lits, err := s.route.Plan(s.getParser(), sql, s.db, info.Kind)
+			if err != nil {
 				return s.fail(err)
 			}
-			return s.fail(newErr(errNotSupported, "keyshard: prepared statements on sharded table %s are not routed yet; "+
-				"send the statement as text (e.g. go-sql-driver's interpolateParams=true)", table))
+			if pl.Kind == router.PlanSharded {
+				if info.Kind == router.KindDDL {
+					return s.fail(newErr(errNotSupported, "keyshard: DDL on sharded table %s cannot be prepared; send it as text", pl.Tables()[0].Table))
+				}
+				st.plan, st.lits, st.prefix = pl, lits, leadingComments(sql, info)
+				var name string
+				name, text = pl.Probe(lits, st.prefix)
+				node = s.srv.nodes[name]
+			}
 		}
 	}
-	s.stick("prepared statements")
-	bc, err := s.conn()
+	bc, err := s.connOn(node)
 	if err != nil {
 		return s.fail(err)
 	}
-	if err := s.send(bc, p); err != nil {
-		return s.backendFailed(bc, err)
-	}
+	s.nextStmt++
+	st.id = s.nextStmt
+	n := 0
+	var nparams, ncols int
+	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
 	s.cur.Store(bc)
-	err = s.relayPrepare(bc)
-	s.cur.Store(nil)
-	if err != nil {
-		return s.backendFailed(bc, err)
-	}
-	s.release(bc)
-	return nil
-}
-
-func (s *Session) relayPrepare(bc *backend.Conn) error {
-	bp := bc.Packets()
-	p, err := bp.ReadPacket()
-	if err != nil || len(p) == 0 {
-		bc.MarkBroken()
-		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "reading PREPARE answer", Err: err}
-	}
-	if err := s.pkt.WritePacket(p); err != nil {
-		return &clientError{err}
-	}
-	if p[0] != wire.OKHeader || len(p) < 12 {
-		return nil // ERR: relayed
-	}
-	cols := int(binary.LittleEndian.Uint16(p[5:]))
-	params := int(binary.LittleEndian.Uint16(p[7:]))
-	for _, n := range []int{params, cols} {
+	bs, err := bc.Prepare(stmtKey(st.db, text), text, func(d []byte) error {
 		if n == 0 {
-			continue
+			nparams = int(binary.LittleEndian.Uint16(d[7:]))
+			ncols = int(binary.LittleEndian.Uint16(d[5:]))
+			binary.LittleEndian.PutUint32(d[1:], st.id)
 		}
-		for range n {
-			d, err := bp.ReadPacket()
-			if err != nil {
-				bc.MarkBroken()
-				return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "reading PREPARE answer", Err: err}
-			}
-			if err := s.pkt.WritePacket(d); err != nil {
-				return &clientError{err}
-			}
+		if err := s.pkt.WritePacket(d); err != nil {
+			return &clientError{err}
 		}
-		if s.caps&mysql.CLIENT_DEPRECATE_EOF == 0 {
-			s.buf = wire.AppendEOF(s.buf[:0], 0, bc.Status)
+		n++
+		if clientEOF && (nparams > 0 && n == 1+nparams || ncols > 0 && n == 1+nparams+ncols) {
+			s.buf = wire.AppendEOF(s.buf[:0], 0, s.status())
 			if err := s.pkt.WritePacket(s.buf); err != nil {
 				return &clientError{err}
 			}
 		}
+		return nil
+	})
+	s.cur.Store(nil)
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		s.nextStmt--
+		s.release(bc)
+		return s.fail(err)
+	}
+	if err != nil {
+		return s.backendFailed(bc, err)
+	}
+	s.release(bc)
+	st.params, st.cols = bs.Params, bs.Cols
+	if s.stmts == nil {
+		s.stmts = make(map[uint32]*prepared)
+	}
+	s.stmts[st.id] = st
+	s.srv.metrics.stmtsOpen.Inc()
+	return nil
+}
+
+// routable reports whether the router plans statements of kind k.
+func routable(k router.Kind) bool {
+	switch k {
+	case router.KindSelect, router.KindInsert, router.KindUpdate, router.KindDelete, router.KindReplace, router.KindDDL:
+		return true
+	}
+	return false
+}
+
+// stmtFor finds the statement a COM_STMT_* packet names. id 0xffffffff
+// (MariaDB: the last statement prepared) is accepted.
+func (s *Session) stmtFor(p []byte, what string) (*prepared, error) {
+	if len(p) < 5 {
+		return nil, newErr(errMalformedPacket, "%s: short packet", what)
+	}
+	id := binary.LittleEndian.Uint32(p[1:])
+	if id == 0xffffffff {
+		id = s.nextStmt
+	}
+	if st := s.stmts[id]; st != nil {
+		return st, nil
+	}
+	return nil, &mysql.MyError{Code: mysql.ER_UNKNOWN_STMT_HANDLER, State: "HY000",
+		Message: "Unknown prepared statement handler (" + strconv.FormatUint(uint64(id), 10) + ") given to " + what}
+}
+
+// stmtCommand handles COM_STMT_EXECUTE, FETCH, RESET, CLOSE and
+// SEND_LONG_DATA.
+func (s *Session) stmtCommand(p []byte) error {
+	switch p[0] {
+	case mysql.COM_STMT_EXECUTE:
+		st, err := s.stmtFor(p, "mysqld_stmt_execute")
+		if err != nil {
+			return s.fail(err)
+		}
+		return s.stmtExecute(st, p)
+	case mysql.COM_STMT_FETCH:
+		st, err := s.stmtFor(p, "mysqld_stmt_fetch")
+		if err != nil {
+			return s.fail(err)
+		}
+		return s.stmtFetch(st, p)
+	case mysql.COM_STMT_SEND_LONG_DATA:
+		// No answer, ever: errors surface at EXECUTE.
+		st, err := s.stmtFor(p, "mysqld_stmt_send_long_data")
+		if err != nil || len(p) < 7 {
+			return nil
+		}
+		i := int(binary16(p[5:]))
+		if i >= st.params {
+			return nil
+		}
+		if st.long == nil {
+			st.long = make(map[int][]byte)
+		}
+		st.longSize += len(p) - 7
+		if st.longSize > s.srv.cfg.MaxAllowedPacket {
+			st.longErr = true
+			return nil
+		}
+		st.long[i] = append(st.long[i], p[7:]...)
+		return nil
+	case mysql.COM_STMT_RESET:
+		st, err := s.stmtFor(p, "mysqld_stmt_reset")
+		if err != nil {
+			return s.fail(err)
+		}
+		st.clearLong()
+		if err := s.closeCursor(st); err != nil {
+			return s.fail(err)
+		}
+		return s.writeOK(0, 0)
+	case mysql.COM_STMT_CLOSE:
+		st, err := s.stmtFor(p, "mysqld_stmt_close")
+		if err != nil {
+			return nil // no answer
+		}
+		_ = s.closeCursor(st)
+		delete(s.stmts, st.id)
+		s.srv.metrics.stmtsOpen.Dec()
+		return nil
 	}
 	return nil
 }
 
-// stmtCommand relays COM_STMT_EXECUTE/FETCH/RESET/CLOSE/SEND_LONG_DATA to
-// the pinned connection that prepared the statement.
-func (s *Session) stmtCommand(p []byte) error {
-	if s.pinned == nil {
-		if p[0] == mysql.COM_STMT_CLOSE || p[0] == mysql.COM_STMT_SEND_LONG_DATA {
-			return nil // no answer expected
-		}
-		return s.fail(&mysql.MyError{Code: mysql.ER_UNKNOWN_STMT_HANDLER, State: "HY000", Message: "Unknown prepared statement handler given to keyshard"})
+func (st *prepared) clearLong() {
+	st.long, st.longSize, st.longErr = nil, 0, false
+}
+
+// forgetStmts drops the session's statements (COM_RESET_CONNECTION,
+// COM_CHANGE_USER, end of session). Cursors die with the pinned
+// connection's reset.
+func (s *Session) forgetStmts() {
+	s.srv.metrics.stmtsOpen.Sub(float64(len(s.stmts)))
+	s.stmts = nil
+	s.cursors = 0
+}
+
+// stmtExecute runs COM_STMT_EXECUTE.
+func (s *Session) stmtExecute(st *prepared, p []byte) error {
+	if err := s.closeCursor(st); err != nil {
+		return s.fail(err)
 	}
-	bc := s.pinned
-	if err := s.send(bc, p); err != nil {
+	defer st.clearLong()
+	if st.longErr {
+		return s.fail(newErr(errPacketTooLarge, "Parameter of prepared statement which is set through mysql_send_long_data() is longer than 'max_allowed_packet' bytes"))
+	}
+	ex, err := wire.ParseExecute(p, st.params, st.types, st.isLong)
+	if err != nil {
+		return s.fail(&mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000", Message: "Incorrect arguments to mysqld_stmt_execute: " + err.Error()})
+	}
+	if ex.Bound && !bytes.Equal(st.types, ex.Types) {
+		st.types = append(st.types[:0], ex.Types...)
+	}
+	cursor := ex.Flags&wire.CursorReadOnly != 0
+	if st.plan == nil {
+		return s.execOn(st.node, st, st.sql, ex, p, nil, cursor)
+	}
+	lits := make([]router.Literal, len(st.lits))
+	copy(lits, st.lits)
+	for i := range lits {
+		if l := &lits[i]; l.Kind == router.LitParam && l.Param < st.params {
+			l.Bound, _ = ex.Value(p, l.Param)
+		}
+	}
+	rt, err := st.plan.Bind(lits, st.prefix)
+	if err != nil {
+		return s.fail(err)
+	}
+	if rt.Merge != "" {
+		return s.fail(mergeErr(rt, st.plan))
+	}
+	if rt.Targets() == 1 {
+		r := &rt.Routes[0]
+		var params []int
+		if r.Params != nil {
+			params = r.Params[0]
+		}
+		return s.execOn(s.srv.nodes[r.Node], st, r.SQL[0], ex, p, params, cursor)
+	}
+	if cursor {
+		return s.fail(newErr(errNotSupported, "keyshard: a cursor over %d sub-tables of sharded table %s is not supported; "+
+			"add the shard key %s to WHERE to reach one sub-table", rt.Targets(), st.plan.Tables()[0].Table, st.plan.Tables()[0].Key))
+	}
+	return s.fanOut(rt, st.kind == router.KindSelect, func(l *leg) error {
+		return s.sendExecutes(l, st, ex, p)
+	})
+}
+
+func mergeErr(rt *router.Routing, pl *router.Plan) error {
+	t := pl.Tables()[0]
+	return newErr(errNotSupported, "keyshard: %s over %d sub-tables of sharded table %s needs a cross-shard merge, "+
+		"which is not supported yet; add the shard key %s to WHERE to reach one sub-table", rt.Merge, rt.Targets(), t.Table, t.Key)
+}
+
+// execOn runs one execution of st as sql on node n (nil: pinned or
+// default) and relays its answer. params selects the parameters sql takes
+// (nil: all, in order).
+func (s *Session) execOn(n *backend.Node, st *prepared, sql string, ex *wire.Execute, p []byte, params []int, cursor bool) error {
+	if cursor && s.pinned != nil && n != nil && s.pinned.Pool() != n.Master {
+		return s.fail(newErr(errNotSupported, "keyshard: a cursor on node %s while the session is pinned to node %s is not supported", n.Name, s.pinned.Node()))
+	}
+	bc, err := s.connOn(n)
+	if err != nil {
+		return s.fail(err)
+	}
+	if err := s.sendExecute(bc, st, sql, ex, p, params); err != nil {
+		var me *mysql.MyError
+		if errors.As(err, &me) && !bc.Broken() {
+			s.release(bc)
+			return s.fail(err)
+		}
 		return s.backendFailed(bc, err)
 	}
-	switch p[0] {
-	case mysql.COM_STMT_CLOSE, mysql.COM_STMT_SEND_LONG_DATA:
-		return nil
-	case mysql.COM_STMT_RESET:
-		return s.relayOneAndRelease(bc)
+	if err := bc.Packets().Flush(); err != nil {
+		bc.MarkBroken()
+		return s.backendFailed(bc, &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err})
 	}
 	s.cur.Store(bc)
 	res, err := s.relay(bc, false)
@@ -117,16 +321,199 @@ func (s *Session) stmtCommand(p []byte) error {
 	if err != nil {
 		return s.backendFailed(bc, err)
 	}
+	if cursor && res.err == nil && bc.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
+		bs := bc.CachedStmt(stmtKey(st.db, sql))
+		if bs != nil {
+			st.cursor, st.cursorID = bc, bs.ID
+			s.cursors++
+		}
+	}
 	s.release(bc)
 	return res.err
 }
 
-func (s *Session) relayOneAndRelease(bc *backend.Conn) error {
-	if err := s.relayOne(bc); err != nil {
-		return s.backendFailed(bc, err)
+// sendExecute buffers on bc what one execution of st as sql needs: a
+// PREPARE first (a round trip) if bc does not have the statement yet, its
+// long data, and the EXECUTE with bc's statement id. A *mysql.MyError
+// means the backend refused the PREPARE and the connection is usable.
+func (s *Session) sendExecute(bc *backend.Conn, st *prepared, sql string, ex *wire.Execute, p []byte, params []int) error {
+	bs, err := s.stmtOn(bc, st, sql)
+	if err != nil {
+		return err
+	}
+	return s.writeExecute(bc, bs, st, ex, p, params)
+}
+
+// stmtOn returns bc's handle of st as sql, preparing it there if needed.
+func (s *Session) stmtOn(bc *backend.Conn, st *prepared, sql string) (*backend.Stmt, error) {
+	key := stmtKey(st.db, sql)
+	if bs := bc.CachedStmt(key); bs != nil {
+		return bs, nil
+	}
+	return s.prepareOn(bc, st.db, key, sql)
+}
+
+// writeExecute buffers st's long data and EXECUTE for bc's handle bs.
+func (s *Session) writeExecute(bc *backend.Conn, bs *backend.Stmt, st *prepared, ex *wire.Execute, p []byte, params []int) error {
+	bp := bc.Packets()
+	for i, data := range st.long {
+		j := i
+		if params != nil {
+			if j = indexOf(params, i); j < 0 {
+				continue
+			}
+		}
+		s.xbuf = binary.LittleEndian.AppendUint32(s.xbuf[:0], bs.ID)
+		s.xbuf = binary.LittleEndian.AppendUint16(s.xbuf, uint16(j))
+		s.xbuf = append(s.xbuf, data...)
+		if err := bp.WriteCommand(mysql.COM_STMT_SEND_LONG_DATA, s.xbuf); err != nil {
+			bc.MarkBroken()
+			return err
+		}
+	}
+	var pkt []byte
+	switch {
+	case params != nil:
+		pkt = wire.AppendExecute(s.xbuf[:0], bs.ID, ex, p, params)
+		s.xbuf = pkt
+		bs.Types = bs.Types[:0] // rebound by the packet
+		for _, i := range params {
+			bs.Types = append(bs.Types, ex.Types[2*i], ex.Types[2*i+1])
+		}
+	case ex.Params > 0 && !ex.Bound && !bytes.Equal(bs.Types, ex.Types):
+		// The client reuses types this backend statement never saw.
+		pkt = wire.WithTypes(s.xbuf[:0], bs.ID, ex, p)
+		s.xbuf = pkt
+		bs.Types = append(bs.Types[:0], ex.Types...)
+	default:
+		binary.LittleEndian.PutUint32(p[1:], bs.ID)
+		pkt = p
+		if ex.Bound && !bytes.Equal(bs.Types, ex.Types) {
+			bs.Types = append(bs.Types[:0], ex.Types...)
+		}
+	}
+	if err := bp.WriteCommand(pkt[0], pkt[1:]); err != nil {
+		bc.MarkBroken()
+		return err
+	}
+	return nil
+}
+
+// sendExecutes buffers the executions of st for every statement of a
+// fan-out leg. All are prepared first: a PREPARE is a round trip, which
+// must not follow an EXECUTE whose answer is still unread.
+func (s *Session) sendExecutes(l *leg, st *prepared, ex *wire.Execute, p []byte) error {
+	l.pipelined = true
+	handles := make([]*backend.Stmt, len(l.route.SQL))
+	for i, sql := range l.route.SQL {
+		bs, err := s.stmtOn(l.bc, st, sql)
+		if err != nil {
+			return err
+		}
+		handles[i] = bs
+	}
+	for i, sql := range l.route.SQL {
+		if l.bc.CachedStmt(stmtKey(st.db, sql)) != handles[i] {
+			return newErr(errNotSupported, "keyshard: stmt_cache_size %d is smaller than the %d sub-tables this statement runs on node %s",
+				s.srv.cfg.StmtCacheSize, len(l.route.SQL), l.bc.Node())
+		}
+	}
+	for i, bs := range handles {
+		var params []int
+		if l.route.Params != nil {
+			params = l.route.Params[i]
+		}
+		if err := s.writeExecute(l.bc, bs, st, ex, p, params); err != nil {
+			return err
+		}
+	}
+	return l.bc.Packets().Flush()
+}
+
+// prepareOn prepares sql on bc in database db (the one current at the
+// client's PREPARE), restoring bc's database after.
+func (s *Session) prepareOn(bc *backend.Conn, db, key, sql string) (*backend.Stmt, error) {
+	cur := bc.DB()
+	if db != cur && db != "" {
+		if _, err := bc.Command(mysql.COM_INIT_DB, []byte(db)); err != nil {
+			return nil, err
+		}
+		bc.SetDB(db)
+	}
+	bs, err := bc.Prepare(key, sql, nil)
+	if db != cur && db != "" && !bc.Broken() && cur != "" {
+		if _, err2 := bc.Command(mysql.COM_INIT_DB, []byte(cur)); err2 != nil {
+			bc.MarkBroken()
+		} else {
+			bc.SetDB(cur)
+		}
+	}
+	return bs, err
+}
+
+func indexOf(xs []int, x int) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+// closeCursor closes st's open cursor (COM_STMT_RESET on its connection)
+// and lets the connection go.
+func (s *Session) closeCursor(st *prepared) error {
+	bc := st.cursor
+	if bc == nil {
+		return nil
+	}
+	st.cursor = nil
+	s.cursors--
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], st.cursorID)
+	_, err := bc.Command(mysql.COM_STMT_RESET, b[:])
+	var me *mysql.MyError
+	if err != nil && !errors.As(err, &me) {
+		bc.MarkBroken()
 	}
 	s.release(bc)
+	if err != nil && me == nil {
+		return err
+	}
 	return nil
+}
+
+// stmtFetch relays COM_STMT_FETCH to the connection holding st's cursor.
+func (s *Session) stmtFetch(st *prepared, p []byte) error {
+	bc := st.cursor
+	if bc == nil {
+		return s.fail(&mysql.MyError{Code: mysql.ER_STMT_HAS_NO_OPEN_CURSOR, State: "HY000",
+			Message: "The statement (" + strconv.FormatUint(uint64(st.id), 10) + ") has no open cursor."})
+	}
+	if len(p) < 9 {
+		return s.fail(newErr(errMalformedPacket, "COM_STMT_FETCH: short packet"))
+	}
+	binary.LittleEndian.PutUint32(p[1:], st.cursorID)
+	if err := s.send(bc, p); err != nil {
+		st.cursor = nil
+		s.cursors--
+		return s.backendFailed(bc, err)
+	}
+	s.cur.Store(bc)
+	res, err := s.relay(bc, true)
+	s.cur.Store(nil)
+	if err != nil {
+		st.cursor = nil
+		s.cursors--
+		return s.backendFailed(bc, err)
+	}
+	if res.err != nil || bc.Status&mysql.SERVER_STATUS_LAST_ROW_SEND != 0 {
+		// The server closed the cursor.
+		st.cursor = nil
+		s.cursors--
+		s.release(bc)
+	}
+	return res.err
 }
 
 // send writes one client command packet to bc.

@@ -93,6 +93,11 @@ type Route struct {
 	Node      string
 	SubTables []string
 	SQL       []string
+	// Params is set for a prepared statement whose parameters are not all
+	// passed in order to every SQL (a split INSERT): Params[i] lists, in
+	// order, the statement's parameters that SQL[i] takes. nil means every
+	// SQL takes them all, as the client sent them.
+	Params [][]int
 }
 
 // Routing is a bound plan: where the statement goes and as what.
@@ -163,7 +168,7 @@ func (p *Plan) Bind(lits []Literal, prefix string) (*Routing, error) {
 		sb.Grow(len(prefix) + p.tmpl.size())
 		sb.WriteString(prefix)
 		p.tmpl.render(&sb, names, lits, "")
-		rt.add(t.NodeOf(i), t.SubTableName(i), sb.String())
+		rt.add(t.NodeOf(i), t.SubTableName(i), sb.String(), nil)
 	}
 	if len(p.unsharded) > 0 {
 		for _, r := range rt.Routes {
@@ -180,15 +185,25 @@ func keyErr(t *TableRule, err error) error {
 	return errorf("shard key %s of %s: %v", t.Key, t.Table, err)
 }
 
-func (rt *Routing) add(node, sub, sql string) {
+func (rt *Routing) add(node, sub, sql string, params []int) {
 	for i := range rt.Routes {
-		if rt.Routes[i].Node == node {
-			rt.Routes[i].SubTables = append(rt.Routes[i].SubTables, sub)
-			rt.Routes[i].SQL = append(rt.Routes[i].SQL, sql)
+		if r := &rt.Routes[i]; r.Node == node {
+			r.SubTables = append(r.SubTables, sub)
+			r.SQL = append(r.SQL, sql)
+			if params != nil || r.Params != nil {
+				if r.Params == nil {
+					r.Params = make([][]int, len(r.SQL)-1)
+				}
+				r.Params = append(r.Params, params)
+			}
 			return
 		}
 	}
-	rt.Routes = append(rt.Routes, Route{Node: node, SubTables: []string{sub}, SQL: []string{sql}})
+	r := Route{Node: node, SubTables: []string{sub}, SQL: []string{sql}}
+	if params != nil {
+		r.Params = [][]int{params}
+	}
+	rt.Routes = append(rt.Routes, r)
 }
 
 func (p *Plan) bindInsert(t *TableRule, lits []Literal, prefix string, names []string) (*Routing, error) {
@@ -210,14 +225,22 @@ func (p *Plan) bindInsert(t *TableRule, lits []Literal, prefix string, names []s
 		bySub[i] = append(bySub[i], r)
 	}
 	slices.Sort(order)
+	prepared := hasParams(lits) && len(order) > 1
 	rt := &Routing{}
 	for _, i := range order {
 		var rows strings.Builder
+		var rowParams, params []int
 		for n, r := range bySub[i] {
 			if n > 0 {
 				rows.WriteByte(',')
 			}
 			ip.rows[r].render(&rows, nil, lits, "")
+			if prepared {
+				rowParams = ip.rows[r].params(rowParams, lits, nil)
+			}
+		}
+		if prepared {
+			params = p.tmpl.params([]int{}, lits, rowParams)
 		}
 		for j, tr := range p.tables {
 			names[j] = tr.SubTableName(i)
@@ -227,13 +250,46 @@ func (p *Plan) bindInsert(t *TableRule, lits []Literal, prefix string, names []s
 		sb.WriteString(prefix)
 		p.tmpl.render(&sb, names, lits, rows.String())
 		node := t.NodeOf(i)
-		rt.add(node, t.SubTableName(i), sb.String())
+		rt.add(node, t.SubTableName(i), sb.String(), params)
 		if bySub[i][0] == 0 {
 			rt.FirstRoute = slices.IndexFunc(rt.Routes, func(r Route) bool { return r.Node == node })
 			rt.FirstSQL = len(rt.Routes[rt.FirstRoute].SQL) - 1
 		}
 	}
 	return rt, nil
+}
+
+func hasParams(lits []Literal) bool {
+	for i := range lits {
+		if lits[i].Kind == LitParam {
+			return true
+		}
+	}
+	return false
+}
+
+// Probe renders the statement for the first sub-table, whatever the
+// literals say: a prepared statement is prepared there to learn its
+// parameter and column definitions. It returns the node and the SQL.
+func (p *Plan) Probe(lits []Literal, prefix string) (node, sql string) {
+	t := p.tables[0]
+	names := make([]string, len(p.tables))
+	for j, tr := range p.tables {
+		names[j] = tr.SubTableName(0)
+	}
+	var rows strings.Builder
+	if p.insert != nil {
+		for r := range p.insert.rows {
+			if r > 0 {
+				rows.WriteByte(',')
+			}
+			p.insert.rows[r].render(&rows, nil, lits, "")
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString(prefix)
+	p.tmpl.render(&sb, names, lits, rows.String())
+	return t.NodeOf(0), sb.String()
 }
 
 // Explain renders a routing as rows of (node, sub-table, SQL).

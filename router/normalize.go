@@ -15,13 +15,21 @@ const (
 	LitString                    // quoted string ('..' or "..")
 	LitHex                       // 0x.. or x'..'
 	LitBit                       // 0b.. or b'..'
+	LitParam                     // ? of a prepared statement
 )
 
 // Literal is one literal of a statement, in order of appearance. Text is the
 // exact source text (quotes included), so it can be put back verbatim.
+//
+// A ? (a parameter of a prepared statement) is a Literal of kind LitParam:
+// Text stays "?" so the rewritten SQL keeps the parameter, Param numbers it
+// among the statement's parameters (from 0), and Bound is the value bound
+// by an execution, used for routing.
 type Literal struct {
-	Kind LitKind
-	Text string
+	Kind  LitKind
+	Text  string
+	Param int
+	Bound any
 }
 
 // Value returns the literal as a shard-key value: int64 or uint64 for
@@ -45,6 +53,8 @@ func (l Literal) Value() any {
 		return unquote(l.Text)
 	case LitHex:
 		return hexBytes(l.Text)
+	case LitParam:
+		return l.Bound
 	}
 	return l.Text
 }
@@ -69,9 +79,16 @@ func Normalize(sql string) (shape string, lits []Literal) {
 		space = false
 		b.WriteString(s)
 	}
+	params := 0
 	for i := 0; i < n; {
 		c := sql[i]
 		switch {
+		case c == '?':
+			emit("?")
+			lits = append(lits, Literal{Kind: LitParam, Text: "?", Param: params})
+			params++
+			prevWord = ""
+			i++
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
 			space = true
 			i++

@@ -141,6 +141,23 @@ func (t template) render(b *strings.Builder, tables []string, lits []Literal, ro
 	}
 }
 
+// params appends the numbers of the prepared-statement parameters (LitParam
+// literals) in the order the rendered text holds them; rows are those of
+// the rendered INSERT rows.
+func (t template) params(out []int, lits []Literal, rows []int) []int {
+	for _, s := range t {
+		switch s.kind {
+		case segParam:
+			if l := &lits[s.n]; l.Kind == LitParam {
+				out = append(out, l.Param)
+			}
+		case segRows:
+			out = append(out, rows...)
+		}
+	}
+	return out
+}
+
 func (t template) size() int {
 	n := 0
 	for _, s := range t {

@@ -42,6 +42,7 @@ type Config struct {
 	ConnectTimeout     Duration `yaml:"connect_timeout"`      // backend dial+handshake, default 3s
 	ShutdownTimeout    Duration `yaml:"shutdown_timeout"`     // default 10s
 	MaxAllowedPacket   int      `yaml:"max_allowed_packet"`   // default 64 MiB
+	StmtCacheSize      int      `yaml:"stmt_cache_size"`      // prepared statements kept per backend connection, default 64
 	TLSCert            string   `yaml:"tls_cert"`             // PEM paths; both or neither
 	TLSKey             string   `yaml:"tls_key"`
 	RSAKey             string   `yaml:"rsa_key"`             // PEM private key for caching_sha2 full auth; empty = generated at start

@@ -29,6 +29,7 @@ const (
 	defaultLogMaxBackups = 5
 	defaultLogMaxAgeDays = 7
 	defaultMaxConnsLimit = 16
+	defaultStmtCache     = 64
 
 	minMaxPacket = 1 << 10 // MySQL's own bounds for max_allowed_packet
 	maxMaxPacket = 1 << 30
@@ -89,6 +90,7 @@ func (c *Config) ApplyDefaults() {
 	dur(&c.ConnectTimeout, defaultConnect)
 	dur(&c.ShutdownTimeout, defaultShutdown)
 	num(&c.MaxAllowedPacket, defaultMaxPacket)
+	num(&c.StmtCacheSize, defaultStmtCache)
 	str(&c.DefaultAuthPlugin, defaultAuthPlugin)
 	num(&c.LogMaxSizeMB, defaultLogMaxSizeMB)
 	omitted(&c.LogMaxBackups, "log_max_backups", defaultLogMaxBackups)
@@ -142,6 +144,7 @@ func (c *Config) validateTop(p *problems) {
 		{"client_write_buffer", c.ClientWriteBuffer}, {"backend_write_buffer", c.BackendWriteBuffer},
 		{"read_buffer", c.ReadBuffer}, {"pool_min_idle", c.PoolMinIdle},
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
+		{"stmt_cache_size", c.StmtCacheSize},
 	} {
 		if n.val < 0 {
 			p.add(at(n.key), n.key, "must not be negative, got %d", n.val)

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 )
@@ -383,33 +384,153 @@ func subTableRows2(t *testing.T, port int, table, col string) []string {
 	return queryCol(t, direct(t, port, "shard_e2e"), "SELECT CAST("+col+" AS CHAR) FROM "+table+" ORDER BY 1")
 }
 
-// Prepared statements on sharded tables are refused clearly (not routed
-// yet); on other tables they keep working in a sharded schema.
-func TestShardPreparedRefused(t *testing.T) {
+// Prepared statements route like text ones: planned at PREPARE with their
+// ? parameters, sub-tables picked at each EXECUTE from the bound values,
+// rows landing where the rule says.
+func TestShardPrepared(t *testing.T) {
 	setupShardDB(t)
 	p := startProxy(t, shardYAML("%ADDR%"))
-	db := p.open(t, "ks:ks", "shard_e2e", "")
+	db := p.open(t, "ks:ks", "shard_e2e", "") // go-sql-driver prepares every query with arguments
+	db.SetMaxOpenConns(4)
 	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
+	mustExec(t, db, "CREATE TABLE sh_ev (id INT, ts DATETIME, v VARCHAR(8))")
 	mustExec(t, db, "CREATE TABLE plain (id INT PRIMARY KEY)")
-	_, err := db.Prepare("SELECT name FROM sh_user WHERE id = ?")
-	wantErrContains(t, "prepare on a sharded table", err, 1235, "prepared statements on sharded table sh_user")
-	st, err := db.Prepare("SELECT COUNT(*) FROM plain WHERE id > ?")
+
+	ins, err := db.Prepare("INSERT INTO sh_user (id, name) VALUES (?, ?)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	for _, id := range []int64{1, 2, 5, 12, -1} {
+		if _, err := ins.Exec(id, fmt.Sprint("u", id)); err != nil {
+			t.Fatalf("prepared insert %d: %v", id, err)
+		}
+	}
+	ins.Close()
+	// A multi-row prepared INSERT split across sub-tables: each sub-table
+	// gets its own rows' parameters.
+	r, err := db.Exec("INSERT INTO sh_user (id, name) VALUES (?, ?), (?, ?), (?, ?)", 9, "u9", 6, "u6", 17, "u17")
+	if err != nil {
+		t.Fatalf("split prepared insert: %v", err)
+	}
+	if n, _ := r.RowsAffected(); n != 3 {
+		t.Fatalf("split insert affected %d, want 3", n)
+	}
+	want := map[string]string{"sh_user_0001": "1,17,9", "sh_user_0002": "2", "sh_user_0005": "5", "sh_user_0004": "12",
+		"sh_user_0006": "6", "sh_user_0007": "-1"}
+	for i := range 8 {
+		name := fmt.Sprintf("sh_user_%04d", i)
+		port := basePort
+		if i >= 4 {
+			port = basePort + 1
+		}
+		if got := sortedJoin(subTableRows(t, port, name)); got != sortedJoin(strings.Split(want[name], ",")) && !(got == "" && want[name] == "") {
+			t.Errorf("%s holds %q, want %q", name, got, want[name])
+		}
+	}
+	sel, err := db.Prepare("SELECT name FROM sh_user WHERE id = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sel.Close()
+	for range 3 { // re-executed on whichever pooled connection: same answers
+		for _, id := range []int64{1, 2, 5, 6, 9, 12, 17, -1} {
+			var name string
+			if err := sel.QueryRow(id).Scan(&name); err != nil || name != fmt.Sprint("u", id) {
+				t.Fatalf("prepared point read %d: %q %v", id, name, err)
+			}
+		}
+	}
+	if err := sel.QueryRow(3).Scan(new(string)); !errors.Is(err, sql.ErrNoRows) {
+		t.Fatalf("missing id: %v, want no rows", err)
+	}
+	// IN across both nodes and a scan of every sub-table: binary rows of
+	// every leg relayed as one result set.
+	rows := func(q string, args ...any) string {
+		t.Helper()
+		rs, err := db.Query(q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rs.Close()
+		var out []string
+		for rs.Next() {
+			var v string
+			if err := rs.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		if err := rs.Err(); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return sortedJoin(out)
+	}
+	if got := rows("SELECT id FROM sh_user WHERE id IN (?, ?, ?, ?)", 1, 5, 12, 100); got != "1,12,5" {
+		t.Fatalf("prepared IN across nodes: %s", got)
+	}
+	if got := rows("SELECT id FROM sh_user WHERE name <> ?", "zzz"); got != "-1,1,12,17,2,5,6,9" {
+		t.Fatalf("prepared scan: %s", got)
+	}
+	// UPDATE and DELETE by key; the key's value picks the sub-table.
+	if r := mustExec(t, db, "UPDATE sh_user SET name = ? WHERE id = ?", "twelve", 12); rowsAffected(r) != 1 {
+		t.Fatal("prepared update affected != 1")
+	}
+	if got := subTableRows2(t, basePort+1, "sh_user_0004", "name"); strings.Join(got, ",") != "twelve" {
+		t.Fatalf("update landed wrong: %v", got)
+	}
+	if r := mustExec(t, db, "DELETE FROM sh_user WHERE id IN (?, ?)", 2, 6); rowsAffected(r) != 2 {
+		t.Fatal("prepared delete affected != 2")
+	}
+	if got := rows("SELECT id FROM sh_user WHERE id >= ?", 0); got != "1,12,17,5,9" {
+		t.Fatalf("after delete: %s", got)
+	}
+	// Date rule: a DATETIME parameter routes by month.
+	mustExec(t, db, "INSERT INTO sh_ev (id, ts, v) VALUES (?, ?, ?)", 1, time.Date(2015, 3, 9, 10, 0, 0, 0, time.UTC), "mar")
+	mustExec(t, db, "INSERT INTO sh_ev (id, ts, v) VALUES (?, ?, ?)", 2, "2015-01-20 08:00:00", "jan")
+	if got := subTableRows(t, basePort+1, "sh_ev_201503"); strings.Join(got, ",") != "1" {
+		t.Fatalf("sh_ev_201503: %v", got)
+	}
+	if got := subTableRows(t, basePort, "sh_ev_201501"); strings.Join(got, ",") != "2" {
+		t.Fatalf("sh_ev_201501: %v", got)
+	}
+	if got := rows("SELECT v FROM sh_ev WHERE ts BETWEEN ? AND ?", "2015-03-01", "2015-03-31"); got != "mar" {
+		t.Fatalf("prepared date range: %s", got)
+	}
+	// Refusals come at PREPARE (plan) or EXECUTE (values) with 1235.
+	_, err = db.Prepare("UPDATE sh_user SET id = ? WHERE id = ?")
+	wantErrContains(t, "prepared update of the shard key", err, 1235, "shard key")
+	_, err = db.Exec("INSERT INTO sh_user (id, name) VALUES (?, ?)", nil, "null key")
+	wantErrContains(t, "NULL shard key", err, 1235, "NULL")
+	// A transaction stays on one node; the statement that would leave it is
+	// refused and the transaction goes on.
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx", 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx", 12)
+	wantErrContains(t, "second node in a transaction", err, 1235, "transaction")
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if got := subTableRows2(t, basePort, "sh_user_0001", "name"); strings.Join(got, ",") != "u1,u17,u9" {
+		t.Fatalf("rolled back prepared update visible: %v", got)
+	}
+	// Unsharded tables in a sharded schema: default node.
 	var n int
-	if err := st.QueryRow(0).Scan(&n); err != nil || n != 0 {
+	if err := db.QueryRow("SELECT COUNT(*) FROM plain WHERE id > ?", 0).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("prepared on plain: %d %v", n, err)
 	}
-	// interpolateParams sends text: routed.
-	db2 := p.open(t, "ks:ks", "shard_e2e", "interpolateParams=true")
-	mustExec(t, db2, "INSERT INTO sh_user (id, name) VALUES (?, ?)", 5, "five")
-	var name string
-	if err := db2.QueryRow("SELECT name FROM sh_user WHERE id = ?", 5).Scan(&name); err != nil || name != "five" {
-		t.Fatalf("interpolated: %q %v", name, err)
+	// EXPLAIN SHARD shows the same routing for the text form.
+	var node, sub, stmt string
+	if err := db.QueryRow("EXPLAIN SHARD SELECT name FROM sh_user WHERE id = 12").Scan(&node, &sub, &stmt); err != nil || sub != "sh_user_0004" {
+		t.Fatalf("explain: %s %s %s %v", node, sub, stmt, err)
 	}
-	if got := subTableRows(t, basePort+1, "sh_user_0005"); strings.Join(got, ",") != "5" {
-		t.Fatalf("interpolated insert landed elsewhere: %v", got)
-	}
+}
+
+func rowsAffected(r sql.Result) int64 {
+	n, _ := r.RowsAffected()
+	return n
 }
