@@ -43,6 +43,11 @@ type planCase struct {
 	Routes  [][3]string `json:"routes,omitempty"`
 	Merge   string      `json:"merge,omitempty"`
 	Error   string      `json:"error,omitempty"`
+	// Args binds the ? parameters of a prepared statement (JSON numbers
+	// that are whole become int64); Params is then, per route row, the
+	// parameters the rewritten SQL takes when not all in order.
+	Args   []any   `json:"args,omitempty"`
+	Params [][]int `json:"params,omitempty"`
 }
 
 // TestPlanGolden plans every query in testdata/*_cases.json and compares
@@ -92,7 +97,7 @@ func TestPlanGolden(t *testing.T) {
 }
 
 func runCase(s *Schema, p *Parser, c *planCase) planCase {
-	out := planCase{Comment: c.Comment, DB: c.DB, Query: c.Query}
+	out := planCase{Comment: c.Comment, DB: c.DB, Query: c.Query, Args: c.Args}
 	db := c.DB
 	if db == "" {
 		db = "kingshard"
@@ -108,6 +113,17 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 		return out
 	}
 	out.Plan = "sharded"
+	if c.Args != nil {
+		lits = append([]Literal(nil), lits...)
+		for i := range lits {
+			if l := &lits[i]; l.Kind == LitParam && l.Param < len(c.Args) {
+				l.Bound = c.Args[l.Param]
+				if f, ok := l.Bound.(float64); ok && f == float64(int64(f)) {
+					l.Bound = int64(f)
+				}
+			}
+		}
+	}
 	rt, err := pl.Bind(lits, LeadingComments(c.Query[:info.Start]))
 	if err != nil {
 		out.Error = err.Error()
@@ -115,6 +131,15 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 	}
 	out.Routes = rt.Explain()
 	out.Merge = rt.Merge
+	for _, r := range rt.Routes {
+		for i := range r.SQL {
+			if r.Params != nil {
+				out.Params = append(out.Params, r.Params[i])
+			} else if out.Params != nil {
+				out.Params = append(out.Params, nil)
+			}
+		}
+	}
 	return out
 }
 
