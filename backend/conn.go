@@ -314,6 +314,8 @@ func (c *Conn) writeAuth(b []byte) error {
 type Result struct {
 	OK      wire.OK
 	Columns []string
+	Types   []byte      // MYSQL_TYPE_* of each column
+	Binary  []bool      // column has the binary charset
 	Rows    [][]*string // nil pointer is NULL
 }
 
@@ -421,6 +423,9 @@ func (c *Conn) readResult() (*Result, error) {
 			return nil, c.lost(err)
 		}
 		res.Columns = append(res.Columns, string(name))
+		typ, cs, _ := wire.ColumnType(cp)
+		res.Types = append(res.Types, typ)
+		res.Binary = append(res.Binary, cs == 63)
 	}
 	if c.caps&mysql.CLIENT_DEPRECATE_EOF == 0 {
 		if _, err := c.pkt.ReadPacket(); err != nil {

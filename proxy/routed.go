@@ -28,6 +28,12 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 			return true, s.writeOK(0, 0)
 		}
 		return false, nil
+	case router.KindPrepare:
+		return s.textPrepare(sql)
+	case router.KindExecute:
+		return s.textExecute(sql, info)
+	case router.KindDeallocate:
+		return s.textDeallocate(sql)
 	case router.KindSelect, router.KindInsert, router.KindUpdate, router.KindDelete, router.KindReplace, router.KindDDL:
 	default:
 		return false, nil

@@ -66,9 +66,11 @@ type Session struct {
 	buf    []byte
 	xbuf   []byte // EXECUTE packets rebuilt for a backend
 
-	stmts    map[uint32]*prepared // binary-protocol statements by client id
-	nextStmt uint32
-	cursors  int // statements with an open cursor (they pin the connection)
+	stmts map[uint32]*prepared // binary-protocol statements by client id
+	// textStmts are PREPAREd statements on sharded tables, by lower-case name.
+	textStmts map[string]*prepared
+	nextStmt  uint32
+	cursors   int // statements with an open cursor (they pin the connection)
 
 	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
 	killed atomic.Bool

@@ -232,6 +232,7 @@ func (st *prepared) clearLong() {
 func (s *Session) forgetStmts() {
 	s.srv.metrics.stmtsOpen.Sub(float64(len(s.stmts)))
 	s.stmts = nil
+	s.textStmts = nil
 	s.cursors = 0
 }
 

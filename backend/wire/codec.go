@@ -194,6 +194,22 @@ func ReadNulString(p []byte, pos int) (s []byte, next int, err error) {
 
 // ColumnName extracts the name (not the original name) from a column
 // definition packet (protocol 4.1).
+// ColumnType returns the type (MYSQL_TYPE_*) and charset of a column
+// definition packet.
+func ColumnType(p []byte) (typ byte, charset uint16, err error) {
+	pos := 0
+	for i := 0; i < 6; i++ { // catalog, schema, table, org_table, name, org_name
+		if _, _, pos, err = ReadLenEncString(p, pos); err != nil {
+			return 0, 0, err
+		}
+	}
+	// length of the fixed fields (0x0c), charset(2), length(4), type(1)
+	if pos+8 > len(p) {
+		return 0, 0, ErrMalformed
+	}
+	return p[pos+7], uint16(p[pos+1]) | uint16(p[pos+2])<<8, nil
+}
+
 func ColumnName(p []byte) ([]byte, error) {
 	pos := 0
 	var err error
