@@ -6,7 +6,8 @@
 #                [--skip-big] [--ks-bin=PATH] [--out=FILE] [--down] [--self-test]
 #
 # Every option can also be given as an environment variable (WORKLOADS,
-# THREADS, TIME, ROUNDS, SKIP_BIG=1, SKIP_SHARD=1, SHARD_THREADS, KS_BIN, OUT,
+# THREADS, TIME, ROUNDS, SKIP_BIG=1, SKIP_SHARD=1, SHARD_THREADS, SKIP_PS=1,
+# PS_WORKLOADS, PS_THREADS, KS_BIN, OUT,
 # DOWN=1, SELF_TEST=1);
 # flags win over the environment.
 set -euo pipefail
@@ -22,6 +23,9 @@ ROUNDS=${ROUNDS:-2}
 SKIP_BIG=${SKIP_BIG:-0}
 SKIP_SHARD=${SKIP_SHARD:-0}
 SHARD_THREADS=${SHARD_THREADS:-16}
+SKIP_PS=${SKIP_PS:-0}
+PS_WORKLOADS=${PS_WORKLOADS:-oltp_point_select oltp_read_write}
+PS_THREADS=${PS_THREADS:-16}
 KS_BIN=${KS_BIN:-}
 OUT=${OUT:-}
 DOWN=${DOWN:-0}
@@ -45,7 +49,7 @@ while (($#)); do
 	shift
 	case $arg in
 	--*=*) name=${arg%%=*} val=${arg#*=} ;;
-	--skip-big | --skip-shard | --down | --self-test | -h | --help) name=$arg val=1 ;;
+	--skip-big | --skip-shard | --skip-ps | --down | --self-test | -h | --help) name=$arg val=1 ;;
 	--*)
 		(($#)) || usage
 		name=$arg val=$1
@@ -60,6 +64,7 @@ while (($#)); do
 	--rounds) ROUNDS=$val ;;
 	--skip-big) SKIP_BIG=$val ;;
 	--skip-shard) SKIP_SHARD=$val ;;
+	--skip-ps) SKIP_PS=$val ;;
 	--ks-bin) KS_BIN=$val ;;
 	--out) OUT=$val ;;
 	--down) DOWN=$val ;;
@@ -206,14 +211,14 @@ schema_list:
     nodes: [node1, node2]
     default: node1
     # sbtest stays unsharded (everything on node1); sbshard.sbtest1 is the
-    # sharded run's table: hash on id, 2 nodes x 2 sub-tables.
+    # sharded run's table: hash on id, 2 nodes x 4 sub-tables.
     shard:
       - db: sbshard
         table: sbtest1
         key: id
         nodes: [node1, node2]
         type: hash
-        locations: [2, 2]
+        locations: [4, 4]
 EOF
 	[[ -n $WEB_ADDR ]] || sed -i '/^web_addr:/d' "$WORK/bench.yaml"
 	"$KS_BIN" -config "$WORK/bench.yaml" >"$WORK/keyshard.log" 2>&1 &
@@ -228,7 +233,7 @@ EOF
 fi
 
 SB_COMMON=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=ks --mysql-password=ks
-	--tables=1 --table-size="$TABLE_SIZE" --db-ps-mode=disable)
+	--tables=1 --table-size="$TABLE_SIZE")
 
 rows=$(mysql_at "$DIRECT_PORT" -N sbtest -e 'SELECT COUNT(*) FROM sbtest1' 2>/dev/null || echo 0)
 if [[ $rows != "$TABLE_SIZE" ]]; then
@@ -239,10 +244,10 @@ if [[ $rows != "$TABLE_SIZE" ]]; then
 fi
 
 # ---------------------------------------------------------------- OLTP
-# run_sysbench PORT WORKLOAD THREADS LOGFILE [DB] -> "qps p95_ms total_queries"
+# run_sysbench PORT WORKLOAD THREADS LOGFILE [DB [PS_MODE]] -> "qps p95_ms total_queries"
 run_sysbench() {
-	local port=$1 wl=$2 th=$3 out=$4 db=${5:-sbtest}
-	if ! sysbench "$wl" "${SB_COMMON[@]}" --mysql-db="$db" --mysql-port="$port" --threads="$th" --time="$TIME" \
+	local port=$1 wl=$2 th=$3 out=$4 db=${5:-sbtest} ps=${6:-disable}
+	if ! sysbench "$wl" "${SB_COMMON[@]}" --db-ps-mode="$ps" --mysql-db="$db" --mysql-port="$port" --threads="$th" --time="$TIME" \
 		--report-interval=0 --percentile=95 run >"$out" 2>&1; then
 		log "sysbench $wl threads=$th port=$port failed:"
 		tail -n 15 "$out" >&2
@@ -361,16 +366,16 @@ fi
 
 # ---------------------------------------------------------------- sharded
 # oltp_point_select on sbshard.sbtest1, hash-sharded over both backends
-# (sub-tables 0,1 on node1 and 2,3 on node2, filled directly with the same
+# (sub-tables 0-3 on node1 and 4-7 on node2, filled directly with the same
 # rows as sbtest.sbtest1's shape), against the same workload on the
 # unsharded sbtest through keyshard, alternating: the cost of routing.
 if [[ $SKIP_SHARD != 1 ]]; then
-	for i in 0 1 2 3; do
+	for i in 0 1 2 3 4 5 6 7; do
 		port=$DIRECT_PORT
-		((i < 2)) || port=$((DIRECT_PORT + 1))
+		((i < 4)) || port=$((DIRECT_PORT + 1))
 		rows=$(mysql_at "$port" -N -e "SELECT COUNT(*) FROM sbshard.sbtest1_000$i" 2>/dev/null || echo 0)
-		want=$(((TABLE_SIZE - i + 3) / 4))
-		((i > 0)) || want=$((TABLE_SIZE / 4))
+		want=$(((TABLE_SIZE - i + 7) / 8))
+		((i > 0)) || want=$((TABLE_SIZE / 8))
 		if [[ $rows != "$want" ]]; then
 			log "preparing sbshard.sbtest1_000$i on 127.0.0.1:$port"
 			scripts/backends.sh sql "$port" "
@@ -385,7 +390,7 @@ if [[ $SKIP_SHARD != 1 ]]; then
 				  KEY k_1 (k)
 				) ENGINE=InnoDB;
 				INSERT INTO sbshard.sbtest1_000$i (id, k, c, pad)
-				  SELECT seq, seq, REPEAT('c', 119), REPEAT('p', 59) FROM sbshard.seq_1_to_$TABLE_SIZE WHERE seq % 4 = $i;" >/dev/null
+				  SELECT seq, seq, REPEAT('c', 119), REPEAT('p', 59) FROM sbshard.seq_1_to_$TABLE_SIZE WHERE seq % 8 = $i;" >/dev/null
 		fi
 	done
 	for ((r = 1; r <= ROUNDS; r++)); do
@@ -405,6 +410,39 @@ if [[ $SKIP_SHARD != 1 ]]; then
 			else
 				FAILED=1
 			fi
+		done
+	done
+fi
+
+# ---------------------------------------------------------------- prepared
+# The same workloads with server-side prepared statements
+# (sysbench --db-ps-mode=auto): direct, keyshard prepared, keyshard text,
+# alternating. After each prepared run through keyshard the backend's
+# Prepared_stmt_count is read: keyshard's per-connection statement cache
+# must keep it under max_conns_limit x stmt_cache_size.
+PS_MAX_STMTS=0
+if [[ $SKIP_PS != 1 ]]; then
+	for wl in $PS_WORKLOADS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			for side in direct ps text; do
+				port=$B_PORT mode=auto
+				[[ $side != direct ]] || port=$DIRECT_PORT
+				[[ $side != text ]] || mode=disable
+				ks_alive
+				if res=$(run_sysbench "$port" "$wl" "$PS_THREADS" "$WORK/ps.$wl.$side.$r.log" sbtest "$mode"); then
+					read -r qps p95 _ <<<"$res"
+					add "ps/$wl/$side/q" "$qps"
+					add "ps/$wl/$side/p" "$p95"
+					add "ps/$wl/$side/n" 1
+					log "$wl threads=$PS_THREADS round $r: $side (ps-mode $mode) $qps qps, p95 $p95 ms"
+				else
+					FAILED=1
+				fi
+				if [[ $side == ps ]]; then
+					c=$(mysql_at "$DIRECT_PORT" -N -e "SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'" | awk '{ print $2 }')
+					((c <= PS_MAX_STMTS)) || PS_MAX_STMTS=$c
+				fi
+			done
 		done
 	done
 fi
@@ -472,12 +510,26 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 		pq=$(mean shard/plain/q shard/plain/n %.0f)
 		sq=$(mean shard/sharded/q shard/sharded/n %.0f)
 		echo
-		echo "Sharded point_select through keyshard ($SHARD_THREADS threads; sbshard.sbtest1 hash-sharded 2 nodes x 2 sub-tables) vs the unsharded table through keyshard:"
+		echo "Sharded point_select through keyshard ($SHARD_THREADS threads; sbshard.sbtest1 hash-sharded 2 nodes x 4 sub-tables) vs the unsharded table through keyshard:"
 		echo
 		echo "| unsharded QPS | sharded QPS | sharded/unsharded | unsharded p95 ms | sharded p95 ms | unsharded CPU µs/query | sharded CPU µs/query |"
 		echo "|---:|---:|---:|---:|---:|---:|---:|"
 		echo "| $pq | $sq | $(ratio "$sq" "$pq") | $(mean shard/plain/p shard/plain/n %.2f) | $(mean shard/sharded/p shard/sharded/n %.2f) |" \
 			"$(mean shard/plain/cpu shard/plain/n %.0f) | $(mean shard/sharded/cpu shard/sharded/n %.0f) |"
+	fi
+	if [[ $SKIP_PS != 1 ]]; then
+		echo
+		echo "Prepared statements (sysbench --db-ps-mode=auto, $PS_THREADS threads): keyshard prepared vs keyshard text (--db-ps-mode=disable) and vs direct prepared." \
+			"Backend Prepared_stmt_count after the keyshard prepared runs: at most $PS_MAX_STMTS (bound: 128 connections x stmt_cache_size 64)."
+		echo
+		echo "| workload | direct ps QPS | keyshard ps QPS | keyshard text QPS | ps/text | ps/direct ps | keyshard ps p95 ms |"
+		echo "|---|---:|---:|---:|---:|---:|---:|"
+		for wl in $PS_WORKLOADS; do
+			dq=$(mean "ps/$wl/direct/q" "ps/$wl/direct/n" %.0f)
+			pq=$(mean "ps/$wl/ps/q" "ps/$wl/ps/n" %.0f)
+			tq=$(mean "ps/$wl/text/q" "ps/$wl/text/n" %.0f)
+			echo "| ${wl#oltp_} | $dq | $pq | $tq | $(ratio "$pq" "$tq") | $(ratio "$pq" "$dq") | $(mean "ps/$wl/ps/p" "ps/$wl/ps/n" %.2f) |"
+		done
 	fi
 	if ((FAILED)); then
 		echo
