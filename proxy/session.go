@@ -392,6 +392,14 @@ func (s *Session) query(p []byte) error {
 		return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000",
 			Message: "You have an error in your SQL syntax; multi-statements are disabled on this connection"})
 	}
+	if info.Flags&router.FlagMulti != 0 && s.route != nil && s.route.Sharded() {
+		if name := s.route.MentionsSharded(sql); name != "" {
+			// A batch goes to one node as it is: refuse it rather than run
+			// it where the sharded table does not exist.
+			return s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch that names sharded table %s is not routed; "+
+				"send its statements one by one", name))
+		}
+	}
 	if info.Start < len(sql) && sql[info.Start]|0x20 == 'e' {
 		if rest, ok := cutPrefixFold(sql[info.Start:], "explain shard "); ok {
 			return s.explainShard(rest)

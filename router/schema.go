@@ -103,6 +103,11 @@ func (s *Schema) Table(db, table string) *TableRule {
 // CacheStats returns the plan cache counters.
 func (s *Schema) CacheStats() CacheStats { return s.cache.stats() }
 
+// MentionsSharded returns the first identifier of sql that names a sharded
+// table ("" if none): the conservative check for statements keyshard does
+// not plan (multi-statement batches, unparseable SQL).
+func (s *Schema) MentionsSharded(sql string) string { return s.mentionsShardedName(sql) }
+
 // mentionsShardedName reports whether any identifier of sql names a sharded
 // table: the conservative check for statements the parser cannot read.
 func (s *Schema) mentionsShardedName(sql string) string {

@@ -518,6 +518,12 @@ func TestShardPrepared(t *testing.T) {
 	if got := subTableRows2(t, basePort, "sh_user_0001", "name"); strings.Join(got, ",") != "u1,u17,u9" {
 		t.Fatalf("rolled back prepared update visible: %v", got)
 	}
+	// A multi-statement batch naming a sharded table is refused, not sent
+	// whole to one node; one without sharded tables runs.
+	multi := p.open(t, "ks:ks", "shard_e2e", "multiStatements=true")
+	_, err = multi.Exec("UPDATE sh_user SET name = 'm' WHERE id = 1; SELECT 1")
+	wantErrContains(t, "batch on a sharded table", err, 1235, "multi-statement batch that names sharded table sh_user")
+	mustExec(t, multi, "INSERT INTO plain VALUES (1); DELETE FROM plain WHERE id = 1")
 	// Unsharded tables in a sharded schema: default node.
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM plain WHERE id > ?", 0).Scan(&n); err != nil || n != 0 {
