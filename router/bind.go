@@ -109,6 +109,13 @@ type Routing struct {
 	// Merge is set when several sub-tables answer a statement whose result
 	// needs a merge step.
 	Merge string
+
+	// Inline storage: a routing to one sub-table (the common case) needs
+	// no allocation beyond the Routing itself and its SQL.
+	one    [1]Route
+	oneSub [1]string
+	oneSQL [1]string
+	subs   [8]int
 }
 
 // Targets counts the sub-tables the routing touches.
@@ -131,11 +138,17 @@ func (p *Plan) Bind(lits []Literal, prefix string) (*Routing, error) {
 		return nil, errorf("statement has %d literals, plan wants %d", len(lits), p.nparams)
 	}
 	t := p.tables[0]
-	names := make([]string, len(p.tables))
+	var nameBuf [4]string
+	names := nameBuf[:0]
+	if len(p.tables) > len(nameBuf) {
+		names = make([]string, 0, len(p.tables))
+	}
+	names = names[:len(p.tables)]
 	if p.insert != nil {
 		return p.bindInsert(t, lits, prefix, names)
 	}
-	subs, err := p.cond.eval(t.Rule, lits)
+	rt := &Routing{}
+	subs, err := p.cond.eval(t.Rule, lits, rt.subs[:0])
 	if err != nil {
 		if errors.Is(err, shard.ErrKeyOutOfRange) {
 			subs = []int{} // no sub-table can hold the row
@@ -156,7 +169,6 @@ func (p *Plan) Bind(lits []Literal, prefix string) (*Routing, error) {
 		// Nothing can match; one sub-table gives the right empty answer.
 		subs = []int{0}
 	}
-	rt := &Routing{}
 	if len(subs) > 1 && p.merge != "" {
 		rt.Merge = p.merge
 	}
@@ -186,6 +198,12 @@ func keyErr(t *TableRule, err error) error {
 }
 
 func (rt *Routing) add(node, sub, sql string, params []int) {
+	if len(rt.Routes) == 0 && params == nil {
+		rt.oneSub[0], rt.oneSQL[0] = sub, sql
+		rt.one[0] = Route{Node: node, SubTables: rt.oneSub[:1:1], SQL: rt.oneSQL[:1:1]}
+		rt.Routes = rt.one[:1:1]
+		return
+	}
 	for i := range rt.Routes {
 		if r := &rt.Routes[i]; r.Node == node {
 			r.SubTables = append(r.SubTables, sub)

@@ -210,14 +210,18 @@ func operandOf(e ast.ExprNode) (operand, bool) {
 }
 
 // eval returns the sorted sub-table indexes c allows (nil = all, empty =
-// none).
-func (c *cond) eval(r shard.Rule, lits []Literal) ([]int, error) {
+// none). buf, if it has capacity, holds the result of a top-level
+// equality (no allocation for a point query).
+func (c *cond) eval(r shard.Rule, lits []Literal, buf []int) ([]int, error) {
 	if c == nil {
 		return nil, nil
 	}
 	switch c.op {
 	case condEq:
-		out := make([]int, 0, len(c.vals))
+		out := buf[:0]
+		if cap(buf) < len(c.vals) || out == nil {
+			out = make([]int, 0, len(c.vals)) // non-nil: empty is "none"
+		}
 		for _, o := range c.vals {
 			v := o.value(lits)
 			if v == nil {
@@ -254,7 +258,7 @@ func (c *cond) eval(r shard.Rule, lits []Literal) ([]int, error) {
 	case condAnd, condOr:
 		var acc []int
 		for i, k := range c.kids {
-			s, err := k.eval(r, lits)
+			s, err := k.eval(r, lits, nil)
 			if err != nil {
 				return nil, err
 			}

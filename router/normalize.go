@@ -67,13 +67,20 @@ func (l Literal) Value() any {
 // INTERVAL units are fine; after a charset introducer such as _utf8mb4, or
 // N'..') stay in the shape. One pass, no allocation beyond the two results.
 func Normalize(sql string) (shape string, lits []Literal) {
+	return normalize("", sql)
+}
+
+// normalize is Normalize with prefix written in front of the shape (the
+// plan cache key's database part), in the same allocation.
+func normalize(prefix, sql string) (shape string, lits []Literal) {
 	var b strings.Builder
-	b.Grow(len(sql))
+	b.Grow(len(prefix) + len(sql))
+	b.WriteString(prefix)
 	n := len(sql)
 	space := false
 	var prevWord string // last identifier/keyword, lower case, for introducers
 	emit := func(s string) {
-		if space && b.Len() > 0 {
+		if space && b.Len() > len(prefix) {
 			b.WriteByte(' ')
 		}
 		space = false
@@ -172,7 +179,7 @@ func Normalize(sql string) (shape string, lits []Literal) {
 		default:
 			// Operators and punctuation, one byte at a time; no space is
 			// inserted between them unless the source had one.
-			if space && b.Len() > 0 {
+			if space && b.Len() > len(prefix) {
 				b.WriteByte(' ')
 			}
 			space = false

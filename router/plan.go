@@ -65,8 +65,8 @@ func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Lit
 		pl, err := s.build(p, sql, db, kind, false, 0)
 		return pl, nil, err
 	}
-	shape, lits := Normalize(sql)
-	key := db + "\x00" + shape
+	key, lits := normalize(db+"\x00", sql)
+	shape := key[len(db)+1:]
 	if pl := s.cache.get(key); pl != nil {
 		return pl, lits, nil
 	}
