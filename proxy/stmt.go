@@ -89,7 +89,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 			}
 		}
 	}
-	bc, err := s.connOn(node)
+	bc, err := s.looseConn(node)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -121,13 +121,21 @@ func (s *Session) stmtPrepare(p []byte) error {
 	var me *mysql.MyError
 	if errors.As(err, &me) {
 		s.nextStmt--
-		s.release(bc)
+		s.releaseLoose(bc)
 		return s.fail(err)
 	}
 	if err != nil {
-		return s.backendFailed(bc, err)
+		if bc == s.pinned {
+			return s.backendFailed(bc, err)
+		}
+		bc.Pool().Discard(bc)
+		var ce *clientError
+		if errors.As(err, &ce) {
+			return errCloseAfterReply
+		}
+		return s.fail(err)
 	}
-	s.release(bc)
+	s.releaseLoose(bc)
 	st.params, st.cols = bs.Params, bs.Cols
 	if s.stmts == nil {
 		s.stmts = make(map[uint32]*prepared)
@@ -135,6 +143,47 @@ func (s *Session) stmtPrepare(p []byte) error {
 	s.stmts[st.id] = st
 	s.srv.metrics.stmtsOpen.Inc()
 	return nil
+}
+
+// looseConn returns a connection on node n (nil: the default node) for a
+// PREPARE: the pinned one if it is on n, else a pooled one synced to the
+// session. Unlike connOn it never opens a deferred transaction and is not
+// refused by a transaction on another node: preparing changes no data.
+// Give it back with releaseLoose.
+func (s *Session) looseConn(n *backend.Node) (*backend.Conn, error) {
+	if n == nil {
+		if s.pinned != nil {
+			return s.pinned, nil
+		}
+		n = s.node
+	}
+	if n == nil {
+		return nil, newErr(errNoSchema, "keyshard: user '%s' has no schema in schema_list", s.user)
+	}
+	if s.pinned != nil && s.pinned.Pool() == n.Master {
+		return s.pinned, nil
+	}
+	bc, err := n.Master.Get(s.srv.ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := bc.Sync(s.db, s.multi, s.state); err != nil {
+		n.Master.Put(bc)
+		return nil, err
+	}
+	return bc, nil
+}
+
+// releaseLoose gives back a connection from looseConn.
+func (s *Session) releaseLoose(bc *backend.Conn) {
+	if bc == s.pinned {
+		return
+	}
+	if bc.Broken() {
+		bc.Pool().Discard(bc)
+		return
+	}
+	bc.Pool().Put(bc)
 }
 
 // routable reports whether the router plans statements of kind k.

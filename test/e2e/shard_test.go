@@ -518,6 +518,24 @@ func TestShardPrepared(t *testing.T) {
 	if got := subTableRows2(t, basePort, "sh_user_0001", "name"); strings.Join(got, ",") != "u1,u17,u9" {
 		t.Fatalf("rolled back prepared update visible: %v", got)
 	}
+	// PREPARE itself opens nothing: a transaction whose first statement
+	// is prepared on node1 (its first sub-table) but runs on node2 is on
+	// node2.
+	tx, err = db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx2", 12); err != nil {
+		t.Fatalf("first statement of a transaction on node2: %v", err)
+	}
+	_, err = tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx2", 1)
+	wantErrContains(t, "node1 after node2 in a transaction", err, 1235, "transaction")
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := subTableRows2(t, basePort+1, "sh_user_0004", "name"); strings.Join(got, ",") != "tx2" {
+		t.Fatalf("committed prepared update on node2: %v", got)
+	}
 	// A multi-statement batch naming a sharded table is refused, not sent
 	// whole to one node; one without sharded tables runs.
 	multi := p.open(t, "ks:ks", "shard_e2e", "multiStatements=true")
