@@ -15,6 +15,33 @@ type State struct {
 	Charset   string // as in SET NAMES; never empty
 	Collation string // empty: the charset's default
 	Vars      []Var  // session system variables, sorted by Name
+
+	key string // all of the above in one string (see Key)
+}
+
+// Key identifies the state's content: two states with the same key make a
+// connection behave the same (a prepared statement parsed under one is
+// valid under the other).
+func (s *State) Key() string {
+	if s == nil {
+		return ""
+	}
+	return s.key
+}
+
+func (s *State) sealed() *State {
+	var b strings.Builder
+	b.WriteString(s.Charset)
+	b.WriteByte('/')
+	b.WriteString(s.Collation)
+	for _, v := range s.Vars {
+		b.WriteByte(';')
+		b.WriteString(v.Name)
+		b.WriteByte('=')
+		b.WriteString(v.Value)
+	}
+	s.key = b.String()
+	return s
 }
 
 // Var is one session system variable with its value as an SQL literal.
@@ -26,7 +53,7 @@ type Var struct {
 // NewState returns a state with the given charset and collation and no
 // variables.
 func NewState(charset, collation string) *State {
-	return &State{Charset: charset, Collation: collation}
+	return (&State{Charset: charset, Collation: collation}).sealed()
 }
 
 // WithNames returns a copy with a new character set; the variables SET NAMES
@@ -40,7 +67,7 @@ func (s *State) WithNames(charset, collation string) *State {
 		}
 		n.Vars = append(n.Vars, v)
 	}
-	return n
+	return n.sealed()
 }
 
 // WithVars returns a copy with the given variables set (replacing earlier
@@ -56,7 +83,7 @@ func (s *State) WithVars(vars ...Var) *State {
 			n.Vars = slices.Insert(n.Vars, i, v)
 		}
 	}
-	return n
+	return n.sealed()
 }
 
 // Get returns a variable's value.

@@ -21,7 +21,11 @@ type Stmt struct {
 	// Types are the parameter types last bound on the server for this
 	// statement (an EXECUTE without new-params-bound reuses them).
 	Types []byte
+	// Cursor is set while a cursor is open on the statement: the cache
+	// does not evict it then.
+	Cursor bool
 
+	orphan     bool // replaced in the cache while its cursor was open
 	key        string
 	prev, next *Stmt
 }
@@ -103,15 +107,22 @@ func (c *Conn) addStmt(st *Stmt) {
 	}
 	if old := c.stmts.byKey[st.key]; old != nil {
 		c.stmts.unlink(old)
-		c.closeStmt(old.ID)
+		if old.Cursor {
+			old.orphan = true // closed when its cursor ends (UnpinStmt)
+		} else {
+			c.closeStmt(old.ID)
+		}
 	}
 	c.stmts.byKey[st.key] = st
 	c.stmts.push(st)
-	for len(c.stmts.byKey) > c.pool.opts.StmtCache {
-		old := c.stmts.tail
-		c.stmts.unlink(old)
-		delete(c.stmts.byKey, old.key)
-		c.closeStmt(old.ID)
+	for old := c.stmts.tail; len(c.stmts.byKey) > c.pool.opts.StmtCache && old != nil; {
+		prev := old.prev
+		if !old.Cursor && old != st {
+			c.stmts.unlink(old)
+			delete(c.stmts.byKey, old.key)
+			c.closeStmt(old.ID)
+		}
+		old = prev
 	}
 }
 
@@ -134,6 +145,15 @@ func (c *Conn) closeStmt(id uint32) {
 	binary.LittleEndian.PutUint32(b[:], id)
 	if err := c.pkt.WriteCommand(mysql.COM_STMT_CLOSE, b[:]); err != nil {
 		c.broken = true
+	}
+}
+
+// UnpinStmt ends the cursor hold on st (see Stmt.Cursor).
+func (c *Conn) UnpinStmt(st *Stmt) {
+	st.Cursor = false
+	if st.orphan {
+		st.orphan = false
+		c.closeStmt(st.ID)
 	}
 }
 

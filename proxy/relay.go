@@ -97,59 +97,86 @@ func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
 				}
 			}
 			if clientEOF {
-				s.buf = wire.AppendEOF(s.buf[:0], 0, bc.Status&^wire.StatusMoreResultsExists)
+				// The EOF after the column definitions. An EXECUTE that
+				// opened a cursor has no rows: the backend's terminator
+				// (status CURSOR_EXISTS) is that EOF, and the answer ends.
+				p, err = bp.ReadRaw()
+				if err != nil {
+					return res, lost(err)
+				}
+				if wire.IsEOF(p) {
+					if ok, perr := wire.ParseOK(p); perr == nil && ok.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
+						bc.Status = ok.Status
+						s.buf = wire.AppendEOF(s.buf[:0], ok.Warnings, ok.Status)
+						if err := s.pkt.WritePacket(s.buf); err != nil {
+							return res, &clientError{err}
+						}
+						res.resultSets++
+						return res, nil
+					}
+				}
+				// The status is the previous answer's, without its
+				// per-answer flags (a cursor's above all).
+				s.buf = wire.AppendEOF(s.buf[:0], 0, bc.Status&^(wire.StatusMoreResultsExists|mysql.SERVER_STATUS_CURSOR_EXISTS|mysql.SERVER_STATUS_LAST_ROW_SEND))
 				if err := s.pkt.WritePacket(s.buf); err != nil {
 					return res, &clientError{err}
 				}
+			} else {
+				p = nil
 			}
 		}
 		res.resultSets++
 		var rows uint64
-		// Rows, relayed one physical packet at a time.
+		// Rows, relayed one physical packet at a time. p, if set, is the
+		// first one, already read.
 		cont := false
 		for {
-			p, err := bp.ReadRaw()
-			if err != nil {
-				return res, lost(err)
+			rp := p
+			p = nil
+			if rp == nil {
+				rp, err = bp.ReadRaw()
+				if err != nil {
+					return res, lost(err)
+				}
 			}
 			if cont {
-				cont = len(p) == wire.MaxPayload
-				if err := s.pkt.WriteRaw(p); err != nil {
+				cont = len(rp) == wire.MaxPayload
+				if err := s.pkt.WriteRaw(rp); err != nil {
 					return res, &clientError{err}
 				}
 				continue
 			}
-			if len(p) > 0 && p[0] == wire.ErrHeader && len(p) < wire.MaxPayload {
-				res.err = wire.ParseErr(p)
-				if err := s.pkt.WriteRaw(p); err != nil {
+			if len(rp) > 0 && rp[0] == wire.ErrHeader && len(rp) < wire.MaxPayload {
+				res.err = wire.ParseErr(rp)
+				if err := s.pkt.WriteRaw(rp); err != nil {
 					return res, &clientError{err}
 				}
 				s.rowCount = -1
 				s.foundRows = rows
 				return res, nil
 			}
-			if wire.IsEOF(p) {
+			if wire.IsEOF(rp) {
 				var warnings, status uint16
 				if fieldList {
-					warnings, status = wire.ParseEOF(p)
-					if len(p) >= 7 {
-						if ok, perr := wire.ParseOK(p); perr == nil {
+					warnings, status = wire.ParseEOF(rp)
+					if len(rp) >= 7 {
+						if ok, perr := wire.ParseOK(rp); perr == nil {
 							warnings, status = ok.Warnings, ok.Status
 						}
 					}
 				} else {
-					ok, perr := wire.ParseOK(p)
+					ok, perr := wire.ParseOK(rp)
 					if perr != nil {
 						return res, lost(perr)
 					}
 					warnings, status = ok.Warnings, ok.Status
 				}
 				bc.Status = status
-				if clientEOF || fieldList && len(p) < 9 {
+				if clientEOF || fieldList && len(rp) == 5 {
 					s.buf = wire.AppendEOF(s.buf[:0], warnings, status)
 					err = s.pkt.WritePacket(s.buf)
 				} else {
-					err = s.pkt.WriteRaw(p)
+					err = s.pkt.WriteRaw(rp)
 				}
 				if err != nil {
 					return res, &clientError{err}
@@ -165,8 +192,8 @@ func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
 				return res, nil
 			}
 			rows++
-			cont = len(p) == wire.MaxPayload
-			if err := s.pkt.WriteRaw(p); err != nil {
+			cont = len(rp) == wire.MaxPayload
+			if err := s.pkt.WriteRaw(rp); err != nil {
 				return res, &clientError{err}
 			}
 		}

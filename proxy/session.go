@@ -70,7 +70,8 @@ type Session struct {
 	// textStmts are PREPAREd statements on sharded tables, by lower-case name.
 	textStmts map[string]*prepared
 	nextStmt  uint32
-	cursors   int // statements with an open cursor (they pin the connection)
+	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
+	cursors   int    // statements with an open cursor (they pin the connection)
 
 	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
 	killed atomic.Bool
@@ -343,6 +344,9 @@ func (s *Session) inTx() bool {
 func (s *Session) release(bc *backend.Conn) {
 	pool := bc.Pool()
 	if bc.Broken() {
+		if s.cursors > 0 {
+			s.dropCursors(bc)
+		}
 		if s.pinned == bc {
 			s.pinned = nil
 		}

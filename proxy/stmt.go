@@ -51,12 +51,24 @@ type prepared struct {
 	prefix string
 	node   *backend.Node
 
+	// sticky: executing the statement leaves state on the connection
+	// (SET, user variables, temporary tables, locks...): the session keeps
+	// the connection, as for the text form. Empty: no such effect.
+	sticky string
+	// sessionFuncs: LAST_INSERT_ID() and friends are answered for the
+	// client by rewriting the statement at each execution.
+	sessionFuncs bool
+
 	cursor   *backend.Conn // connection holding the statement's open cursor
-	cursorID uint32        // the backend statement id there
+	cursorSt *backend.Stmt // the backend statement there
 }
 
-// stmtKey is the backend cache key of sql prepared with current database db.
-func stmtKey(db, sql string) string { return db + "\x00" + sql }
+// stmtKey is the backend cache key of sql prepared with current database
+// db in session state st (sql_mode, charset: they change how a statement
+// is parsed, so sessions in different states never share a handle).
+func stmtKey(db string, st *backend.State, sql string) string {
+	return db + "\x00" + st.Key() + "\x00" + sql
+}
 
 func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
 
@@ -67,7 +79,8 @@ func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
 func (s *Session) stmtPrepare(p []byte) error {
 	sql := string(p[1:])
 	info := router.Classify(sql)
-	st := &prepared{sql: sql, db: s.db, kind: info.Kind}
+	st := &prepared{sql: sql, db: s.db, kind: info.Kind, sticky: stickyReason(info),
+		sessionFuncs: info.Flags&router.FlagSessionFunc != 0}
 	text := sql
 	node := (*backend.Node)(nil)
 	if s.route != nil && s.route.Sharded() {
@@ -99,7 +112,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 	var nparams, ncols int
 	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
 	s.cur.Store(bc)
-	bs, err := bc.Prepare(stmtKey(st.db, text), text, func(d []byte) error {
+	bs, err := bc.Prepare(stmtKey(st.db, s.state, text), text, func(d []byte) error {
 		if n == 0 {
 			nparams = int(binary.LittleEndian.Uint16(d[7:]))
 			ncols = int(binary.LittleEndian.Uint16(d[5:]))
@@ -121,6 +134,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 	var me *mysql.MyError
 	if errors.As(err, &me) {
 		s.nextStmt--
+		s.lastStmt = 0
 		s.releaseLoose(bc)
 		return s.fail(err)
 	}
@@ -141,8 +155,28 @@ func (s *Session) stmtPrepare(p []byte) error {
 		s.stmts = make(map[uint32]*prepared)
 	}
 	s.stmts[st.id] = st
+	s.lastStmt = st.id
 	s.srv.metrics.stmtsOpen.Inc()
 	return nil
+}
+
+// stickyReason says why running a statement of this kind ties the session
+// to its connection ("" if it does not).
+func stickyReason(info router.Info) string {
+	switch {
+	case info.Flags&router.FlagUserVar != 0:
+		return "user variables"
+	case info.Flags&router.FlagGetLock != 0:
+		return "GET_LOCK"
+	case info.Flags&router.FlagTemporary != 0:
+		return "temporary tables"
+	}
+	switch info.Kind {
+	case router.KindSelect, router.KindInsert, router.KindUpdate, router.KindDelete, router.KindReplace, router.KindShow,
+		router.KindBegin, router.KindCommit, router.KindRollback, router.KindDDL:
+		return ""
+	}
+	return "prepared " + info.Kind.String()
 }
 
 // looseConn returns a connection on node n (nil: the default node) for a
@@ -203,7 +237,7 @@ func (s *Session) stmtFor(p []byte, what string) (*prepared, error) {
 	}
 	id := binary.LittleEndian.Uint32(p[1:])
 	if id == 0xffffffff {
-		id = s.nextStmt
+		id = s.lastStmt
 	}
 	if st := s.stmts[id]; st != nil {
 		return st, nil
@@ -302,14 +336,30 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		st.types = append(st.types[:0], ex.Types...)
 	}
 	cursor := ex.Flags&wire.CursorReadOnly != 0
+	if st.sticky != "" {
+		s.stick(st.sticky)
+	}
 	if st.plan == nil {
-		return s.execOn(st.node, st, st.sql, ex, p, nil, cursor)
+		sql := st.sql
+		if st.sessionFuncs {
+			out, changed, err := s.getParser().RewriteSessionFuncs(sql, router.SessionValues{
+				LastInsertID: s.lastInsertID, RowCount: s.rowCount, FoundRows: s.foundRows, ConnectionID: s.id})
+			if err == nil && changed {
+				sql = out
+			}
+		}
+		return s.execOn(st.node, st, sql, ex, p, nil, cursor)
 	}
 	lits := make([]router.Literal, len(st.lits))
 	copy(lits, st.lits)
 	for i := range lits {
 		if l := &lits[i]; l.Kind == router.LitParam && l.Param < st.params {
-			l.Bound, _ = ex.Value(p, l.Param)
+			var ok bool
+			if l.Bound, ok = ex.Value(p, l.Param); !ok {
+				if data, long := st.long[l.Param]; long {
+					l.Bound = string(data) // sent as long data
+				}
+			}
 		}
 	}
 	rt, err := st.plan.Bind(lits, st.prefix)
@@ -372,9 +422,9 @@ func (s *Session) execOn(n *backend.Node, st *prepared, sql string, ex *wire.Exe
 		return s.backendFailed(bc, err)
 	}
 	if cursor && res.err == nil && bc.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
-		bs := bc.CachedStmt(stmtKey(st.db, sql))
-		if bs != nil {
-			st.cursor, st.cursorID = bc, bs.ID
+		if bs := bc.CachedStmt(stmtKey(st.db, s.state, sql)); bs != nil {
+			bs.Cursor = true
+			st.cursor, st.cursorSt = bc, bs
 			s.cursors++
 		}
 	}
@@ -396,7 +446,7 @@ func (s *Session) sendExecute(bc *backend.Conn, st *prepared, sql string, ex *wi
 
 // stmtOn returns bc's handle of st as sql, preparing it there if needed.
 func (s *Session) stmtOn(bc *backend.Conn, st *prepared, sql string) (*backend.Stmt, error) {
-	key := stmtKey(st.db, sql)
+	key := stmtKey(st.db, s.state, sql)
 	if bs := bc.CachedStmt(key); bs != nil {
 		return bs, nil
 	}
@@ -463,7 +513,7 @@ func (s *Session) sendExecutes(l *leg, st *prepared, ex *wire.Execute, p []byte)
 		handles[i] = bs
 	}
 	for i, sql := range l.route.SQL {
-		if l.bc.CachedStmt(stmtKey(st.db, sql)) != handles[i] {
+		if l.bc.CachedStmt(stmtKey(st.db, s.state, sql)) != handles[i] {
 			return newErr(errNotSupported, "keyshard: stmt_cache_size %d is smaller than the %d sub-tables this statement runs on node %s",
 				s.srv.cfg.StmtCacheSize, len(l.route.SQL), l.bc.Node())
 		}
@@ -517,10 +567,9 @@ func (s *Session) closeCursor(st *prepared) error {
 	if bc == nil {
 		return nil
 	}
-	st.cursor = nil
-	s.cursors--
+	st.endCursor(s)
 	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], st.cursorID)
+	binary.LittleEndian.PutUint32(b[:], st.cursorSt.ID)
 	_, err := bc.Command(mysql.COM_STMT_RESET, b[:])
 	var me *mysql.MyError
 	if err != nil && !errors.As(err, &me) {
@@ -533,6 +582,22 @@ func (s *Session) closeCursor(st *prepared) error {
 	return nil
 }
 
+// endCursor forgets st's cursor (the caller deals with its connection).
+func (st *prepared) endCursor(s *Session) {
+	st.cursor.UnpinStmt(st.cursorSt)
+	st.cursor = nil
+	s.cursors--
+}
+
+// dropCursors forgets the cursors held on bc, which is being discarded.
+func (s *Session) dropCursors(bc *backend.Conn) {
+	for _, st := range s.stmts {
+		if st.cursor == bc {
+			st.endCursor(s)
+		}
+	}
+}
+
 // stmtFetch relays COM_STMT_FETCH to the connection holding st's cursor.
 func (s *Session) stmtFetch(st *prepared, p []byte) error {
 	bc := st.cursor
@@ -543,24 +608,21 @@ func (s *Session) stmtFetch(st *prepared, p []byte) error {
 	if len(p) < 9 {
 		return s.fail(newErr(errMalformedPacket, "COM_STMT_FETCH: short packet"))
 	}
-	binary.LittleEndian.PutUint32(p[1:], st.cursorID)
+	binary.LittleEndian.PutUint32(p[1:], st.cursorSt.ID)
 	if err := s.send(bc, p); err != nil {
-		st.cursor = nil
-		s.cursors--
+		st.endCursor(s)
 		return s.backendFailed(bc, err)
 	}
 	s.cur.Store(bc)
 	res, err := s.relay(bc, true)
 	s.cur.Store(nil)
 	if err != nil {
-		st.cursor = nil
-		s.cursors--
+		st.endCursor(s)
 		return s.backendFailed(bc, err)
 	}
 	if res.err != nil || bc.Status&mysql.SERVER_STATUS_LAST_ROW_SEND != 0 {
 		// The server closed the cursor.
-		st.cursor = nil
-		s.cursors--
+		st.endCursor(s)
 		s.release(bc)
 	}
 	return res.err

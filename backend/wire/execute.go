@@ -175,7 +175,13 @@ func (e *Execute) Value(p []byte, i int) (v any, ok bool) {
 	if e.Null(i) {
 		return nil, true
 	}
+	if e.Types[2*i] == TypeNull {
+		return nil, true
+	}
 	s := e.Spans[i]
+	if s[0] == s[1] {
+		return nil, false // sent as long data: no value in the packet
+	}
 	b := p[s[0]:s[1]]
 	t, unsigned := e.Types[2*i], e.Types[2*i+1]&0x80 != 0
 	switch t {
@@ -212,9 +218,6 @@ func (e *Execute) Value(p []byte, i int) (v any, ok bool) {
 		return temporal(b[1:], t == TypeDate || t == TypeNewDate), true
 	case TypeTime:
 		return timeValue(b[1:]), true
-	}
-	if s[0] == s[1] {
-		return nil, false // long data
 	}
 	str, _, _, err := ReadLenEncString(p, s[0])
 	if err != nil {
