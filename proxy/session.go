@@ -297,7 +297,11 @@ func (s *Session) conn() (*backend.Conn, error) { return s.connOn(nil) }
 // TABLES) on another node is an error: a transaction stays on one node.
 // A transaction the client began is opened here, on the first node it
 // needs (see txBegin).
-func (s *Session) connOn(n *backend.Node) (*backend.Conn, error) {
+func (s *Session) connOn(n *backend.Node) (*backend.Conn, error) { return s.nodeConn(n, true) }
+
+// nodeConn is connOn; with tx false it neither opens a deferred
+// transaction nor is refused by one on another node (see looseConn).
+func (s *Session) nodeConn(n *backend.Node, tx bool) (*backend.Conn, error) {
 	if n == nil {
 		if s.pinned != nil {
 			return s.pinned, nil
@@ -311,7 +315,7 @@ func (s *Session) connOn(n *backend.Node) (*backend.Conn, error) {
 		if s.pinned.Pool() == n.Master {
 			return s.pinned, nil
 		}
-		if s.inTx() || s.txBegin != "" {
+		if tx && (s.inTx() || s.txBegin != "") {
 			return nil, newErr(errCrossNodeTx, "keyshard: this statement needs node %s, but the open transaction is on node %s; "+
 				"a transaction can touch one node only (the transaction is still open)", n.Name, s.pinned.Node())
 		}
@@ -321,10 +325,14 @@ func (s *Session) connOn(n *backend.Node) (*backend.Conn, error) {
 		return nil, err
 	}
 	if err := bc.Sync(s.db, s.multi, s.state); err != nil {
-		s.release(bc)
+		if tx {
+			s.release(bc)
+		} else {
+			s.releaseLoose(bc)
+		}
 		return nil, err
 	}
-	if s.txBegin != "" {
+	if tx && s.txBegin != "" {
 		if _, err := bc.Exec(s.txBegin); err != nil {
 			s.release(bc)
 			return nil, err

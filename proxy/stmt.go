@@ -184,29 +184,7 @@ func stickyReason(info router.Info) string {
 // session. Unlike connOn it never opens a deferred transaction and is not
 // refused by a transaction on another node: preparing changes no data.
 // Give it back with releaseLoose.
-func (s *Session) looseConn(n *backend.Node) (*backend.Conn, error) {
-	if n == nil {
-		if s.pinned != nil {
-			return s.pinned, nil
-		}
-		n = s.node
-	}
-	if n == nil {
-		return nil, newErr(errNoSchema, "keyshard: user '%s' has no schema in schema_list", s.user)
-	}
-	if s.pinned != nil && s.pinned.Pool() == n.Master {
-		return s.pinned, nil
-	}
-	bc, err := n.Master.Get(s.srv.ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := bc.Sync(s.db, s.multi, s.state); err != nil {
-		n.Master.Put(bc)
-		return nil, err
-	}
-	return bc, nil
-}
+func (s *Session) looseConn(n *backend.Node) (*backend.Conn, error) { return s.nodeConn(n, false) }
 
 // releaseLoose gives back a connection from looseConn.
 func (s *Session) releaseLoose(bc *backend.Conn) {

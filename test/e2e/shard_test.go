@@ -352,9 +352,9 @@ func TestShardTransactions(t *testing.T) {
 	}
 }
 
-func queryCol(t *testing.T, db *sql.DB, q string) []string {
+func queryCol(t *testing.T, db *sql.DB, q string, args ...any) []string {
 	t.Helper()
-	rows, err := db.Query(q)
+	rows, err := db.Query(q, args...)
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
@@ -447,23 +447,7 @@ func TestShardPrepared(t *testing.T) {
 	// every leg relayed as one result set.
 	rows := func(q string, args ...any) string {
 		t.Helper()
-		rs, err := db.Query(q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		defer rs.Close()
-		var out []string
-		for rs.Next() {
-			var v string
-			if err := rs.Scan(&v); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, v)
-		}
-		if err := rs.Err(); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		return sortedJoin(out)
+		return sortedJoin(queryCol(t, db, q, args...))
 	}
 	if got := rows("SELECT id FROM sh_user WHERE id IN (?, ?, ?, ?)", 1, 5, 12, 100); got != "1,12,5" {
 		t.Fatalf("prepared IN across nodes: %s", got)
