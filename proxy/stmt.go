@@ -40,7 +40,7 @@ type prepared struct {
 	cols   int
 	types  []byte // parameter types last bound by the client
 
-	long     map[int][]byte // COM_STMT_SEND_LONG_DATA not yet executed
+	long     map[int][][]byte // COM_STMT_SEND_LONG_DATA chunks not yet executed, as sent
 	longSize int
 	longErr  bool // long data beyond max_allowed_packet
 
@@ -251,14 +251,14 @@ func (s *Session) stmtCommand(p []byte) error {
 			return nil
 		}
 		if st.long == nil {
-			st.long = make(map[int][]byte)
+			st.long = make(map[int][][]byte)
 		}
 		st.longSize += len(p) - 7
 		if st.longSize > s.srv.cfg.MaxAllowedPacket {
 			st.longErr = true
 			return nil
 		}
-		st.long[i] = append(st.long[i], p[7:]...)
+		st.long[i] = append(st.long[i], bytes.Clone(p[7:]))
 		return nil
 	case mysql.COM_STMT_RESET:
 		st, err := s.stmtFor(p, "mysqld_stmt_reset")
@@ -334,8 +334,8 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		if l := &lits[i]; l.Kind == router.LitParam && l.Param < st.params {
 			var ok bool
 			if l.Bound, ok = ex.Value(p, l.Param); !ok {
-				if data, long := st.long[l.Param]; long {
-					l.Bound = string(data) // sent as long data
+				if chunks, long := st.long[l.Param]; long {
+					l.Bound = string(bytes.Join(chunks, nil)) // sent as long data
 				}
 			}
 		}
@@ -434,20 +434,27 @@ func (s *Session) stmtOn(bc *backend.Conn, st *prepared, sql string) (*backend.S
 // writeExecute buffers st's long data and EXECUTE for bc's handle bs.
 func (s *Session) writeExecute(bc *backend.Conn, bs *backend.Stmt, st *prepared, ex *wire.Execute, p []byte, params []int) error {
 	bp := bc.Packets()
-	for i, data := range st.long {
+	for i, chunks := range st.long {
 		j := i
 		if params != nil {
 			if j = indexOf(params, i); j < 0 {
 				continue
 			}
 		}
-		s.xbuf = binary.LittleEndian.AppendUint32(s.xbuf[:0], bs.ID)
-		s.xbuf = binary.LittleEndian.AppendUint16(s.xbuf, uint16(j))
-		s.xbuf = append(s.xbuf, data...)
-		if err := bp.WriteCommand(mysql.COM_STMT_SEND_LONG_DATA, s.xbuf); err != nil {
-			bc.MarkBroken()
-			return err
+		// Replayed in the client's chunks: each fit the client's packet
+		// limit, so none outgrows the backend's.
+		for _, data := range chunks {
+			s.xbuf = binary.LittleEndian.AppendUint32(s.xbuf[:0], bs.ID)
+			s.xbuf = binary.LittleEndian.AppendUint16(s.xbuf, uint16(j))
+			s.xbuf = append(s.xbuf, data...)
+			if err := bp.WriteCommand(mysql.COM_STMT_SEND_LONG_DATA, s.xbuf); err != nil {
+				bc.MarkBroken()
+				return err
+			}
 		}
+	}
+	if cap(s.xbuf) > 1<<20 {
+		s.xbuf = nil // not kept for the life of the session
 	}
 	var pkt []byte
 	switch {
