@@ -59,6 +59,11 @@ type prepared struct {
 	// client by rewriting the statement at each execution.
 	sessionFuncs bool
 
+	// The backend cache key last computed (for keySQL in state keySt): an
+	// EXECUTE of the same text in the same state reuses it.
+	keySt       *backend.State
+	keySQL, key string
+
 	cursor   *backend.Conn // connection holding the statement's open cursor
 	cursorSt *backend.Stmt // the backend statement there
 }
@@ -68,6 +73,15 @@ type prepared struct {
 // is parsed, so sessions in different states never share a handle).
 func stmtKey(db string, st *backend.State, sql string) string {
 	return db + "\x00" + st.Key() + "\x00" + sql
+}
+
+// keyFor is stmtKey of sql for st in the session's current state, computed
+// once per text and state rather than on every EXECUTE.
+func (s *Session) keyFor(st *prepared, sql string) string {
+	if st.keySt != s.state || st.keySQL != sql {
+		st.keySt, st.keySQL, st.key = s.state, sql, stmtKey(st.db, s.state, sql)
+	}
+	return st.key
 }
 
 func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
@@ -112,7 +126,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 	var nparams, ncols int
 	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
 	s.cur.Store(bc)
-	bs, err := bc.Prepare(stmtKey(st.db, s.state, text), text, func(d []byte) error {
+	bs, err := bc.Prepare(s.keyFor(st, text), text, func(d []byte) error {
 		if n == 0 {
 			nparams = int(binary.LittleEndian.Uint16(d[7:]))
 			ncols = int(binary.LittleEndian.Uint16(d[5:]))
@@ -400,7 +414,7 @@ func (s *Session) execOn(n *backend.Node, st *prepared, sql string, ex *wire.Exe
 		return s.backendFailed(bc, err)
 	}
 	if cursor && res.err == nil && bc.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
-		if bs := bc.CachedStmt(stmtKey(st.db, s.state, sql)); bs != nil {
+		if bs := bc.CachedStmt(s.keyFor(st, sql)); bs != nil {
 			bs.Cursor = true
 			st.cursor, st.cursorSt = bc, bs
 			s.cursors++
@@ -424,7 +438,7 @@ func (s *Session) sendExecute(bc *backend.Conn, st *prepared, sql string, ex *wi
 
 // stmtOn returns bc's handle of st as sql, preparing it there if needed.
 func (s *Session) stmtOn(bc *backend.Conn, st *prepared, sql string) (*backend.Stmt, error) {
-	key := stmtKey(st.db, s.state, sql)
+	key := s.keyFor(st, sql)
 	if bs := bc.CachedStmt(key); bs != nil {
 		return bs, nil
 	}
@@ -498,7 +512,7 @@ func (s *Session) sendExecutes(l *leg, st *prepared, ex *wire.Execute, p []byte)
 		handles[i] = bs
 	}
 	for i, sql := range l.route.SQL {
-		if l.bc.CachedStmt(stmtKey(st.db, s.state, sql)) != handles[i] {
+		if l.bc.CachedStmt(s.keyFor(st, sql)) != handles[i] {
 			return newErr(errNotSupported, "keyshard: stmt_cache_size %d is smaller than the %d sub-tables this statement runs on node %s",
 				s.srv.cfg.StmtCacheSize, len(l.route.SQL), l.bc.Node())
 		}

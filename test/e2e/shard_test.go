@@ -305,16 +305,9 @@ func TestShardRouting(t *testing.T) {
 // statement; a statement for another node is refused and the transaction
 // goes on; ROLLBACK and COMMIT act on that node.
 func TestShardTransactions(t *testing.T) {
-	setupShardDB(t)
-	p := startProxy(t, shardYAML("%ADDR%"))
-	db := p.open(t, "ks:ks", "shard_e2e", "")
-	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
 	ctx := context.Background()
-	c, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := shardUserConn(t)
+	var err error
 	mustExecConn(t, c, "BEGIN")
 	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (5, 'five')")         // node2
 	_, err = c.ExecContext(ctx, "INSERT INTO sh_user (id, name) VALUES (1, 'one')") // node1
@@ -347,8 +340,9 @@ func TestShardTransactions(t *testing.T) {
 	mustExecConn(t, c, "BEGIN")
 	mustExecConn(t, c, "COMMIT")
 	// A multi-node write outside a transaction still works afterwards.
-	if n, _ := mustExec(t, db, "DELETE FROM sh_user WHERE id IN (1, 9)").RowsAffected(); n != 2 {
-		t.Fatalf("delete after transactions: %d", n)
+	r, err := c.ExecContext(ctx, "DELETE FROM sh_user WHERE id IN (1, 9)")
+	if err != nil || rowsAffected(r) != 2 {
+		t.Fatalf("delete after transactions: %v", err)
 	}
 }
 
@@ -546,26 +540,13 @@ func rowsAffected(r sql.Result) int64 {
 // PREPARE / EXECUTE USING / DEALLOCATE in SQL route like the binary kind:
 // the user variables' values pick the sub-tables.
 func TestShardTextPrepare(t *testing.T) {
-	setupShardDB(t)
-	p := startProxy(t, shardYAML("%ADDR%"))
-	db := p.open(t, "ks:ks", "shard_e2e", "")
-	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
 	ctx := context.Background()
-	c, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	exec := func(q string) {
-		t.Helper()
-		if _, err := c.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec("PREPARE ins FROM 'INSERT INTO sh_user (id, name) VALUES (?, ?)'")
+	c := shardUserConn(t)
+	var err error
+	mustExecConn(t, c, "PREPARE ins FROM 'INSERT INTO sh_user (id, name) VALUES (?, ?)'")
 	for _, id := range []int{3, 6, 11} {
-		exec(fmt.Sprintf("SET @id = %d, @name = 'n%d'", id, id))
-		exec("EXECUTE ins USING @id, @name")
+		mustExecConn(t, c, fmt.Sprintf("SET @id = %d, @name = 'n%d'", id, id))
+		mustExecConn(t, c, "EXECUTE ins USING @id, @name")
 	}
 	if got := subTableRows(t, basePort, "sh_user_0003"); sortedJoin(got) != "11,3" {
 		t.Fatalf("sh_user_0003: %v", got)
@@ -573,23 +554,39 @@ func TestShardTextPrepare(t *testing.T) {
 	if got := subTableRows(t, basePort+1, "sh_user_0006"); strings.Join(got, ",") != "6" {
 		t.Fatalf("sh_user_0006: %v", got)
 	}
-	exec("SET @q = 'SELECT name FROM sh_user WHERE id = ?'")
-	exec("PREPARE sel FROM @q")
-	exec("SET @k = 6")
+	mustExecConn(t, c, "SET @q = 'SELECT name FROM sh_user WHERE id = ?'")
+	mustExecConn(t, c, "PREPARE sel FROM @q")
+	mustExecConn(t, c, "SET @k = 6")
 	var name string
 	if err := c.QueryRowContext(ctx, "EXECUTE sel USING @k").Scan(&name); err != nil || name != "n6" {
 		t.Fatalf("EXECUTE sel: %q %v", name, err)
 	}
 	// A string variable stays a string: quoted in the rewritten statement.
-	exec("SET @s = 'n11'")
-	exec("PREPARE byname FROM 'SELECT id FROM sh_user WHERE name = ?'")
+	mustExecConn(t, c, "SET @s = 'n11'")
+	mustExecConn(t, c, "PREPARE byname FROM 'SELECT id FROM sh_user WHERE name = ?'")
 	var id int
 	if err := c.QueryRowContext(ctx, "EXECUTE byname USING @s").Scan(&id); err != nil || id != 11 {
 		t.Fatalf("EXECUTE byname: %d %v", id, err)
 	}
 	_, err = c.ExecContext(ctx, "EXECUTE sel USING @k, @k")
 	wantErrContains(t, "wrong parameter count", err, 1210, "EXECUTE")
-	exec("DEALLOCATE PREPARE sel")
+	mustExecConn(t, c, "DEALLOCATE PREPARE sel")
 	_, err = c.ExecContext(ctx, "EXECUTE sel USING @k")
 	wantErrContains(t, "deallocated statement", err, 1243, "")
+}
+
+// shardUserConn starts the shard proxy on a fresh shard_e2e with sh_user
+// created through it, and returns one client connection.
+func shardUserConn(t *testing.T) *sql.Conn {
+	t.Helper()
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
