@@ -20,7 +20,7 @@ const serverCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG |
 	mysql.CLIENT_INTERACTIVE | mysql.CLIENT_TRANSACTIONS | mysql.CLIENT_SECURE_CONNECTION |
 	mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS |
 	mysql.CLIENT_PLUGIN_AUTH | mysql.CLIENT_CONNECT_ATTRS | mysql.CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA |
-	mysql.CLIENT_DEPRECATE_EOF
+	mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_COMPRESS | mysql.CLIENT_ZSTD_COMPRESSION_ALGORITHM
 
 // ServerVersion is what clients see as the server version. 5.7-compatible on
 // purpose: clients pick their SQL dialect from it and the backends are
@@ -47,6 +47,7 @@ type handshakeResponse struct {
 	auth      []byte
 	db        string
 	plugin    string
+	zstdLevel int // zstd_compression_level, 0 if not sent
 }
 
 func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
@@ -94,11 +95,22 @@ func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 		r.db, pos = string(db), next
 	}
 	if r.caps&mysql.CLIENT_PLUGIN_AUTH != 0 && pos < len(p) {
-		name, _, err := wire.ReadNulString(p, pos)
+		name, next, err := wire.ReadNulString(p, pos)
 		if err != nil {
-			name = p[pos:]
+			name, next = p[pos:], len(p)
 		}
-		r.plugin = string(name)
+		r.plugin, pos = string(name), next
+	}
+	if r.caps&mysql.CLIENT_CONNECT_ATTRS != 0 && pos < len(p) {
+		// Attributes are not used; a bad length only loses the zstd level.
+		n, next, err := wire.ReadLenEncInt(p, pos)
+		if err != nil || n > uint64(len(p)-next) {
+			return r, nil
+		}
+		pos = next + int(n)
+	}
+	if r.caps&mysql.CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0 && pos < len(p) {
+		r.zstdLevel = int(p[pos])
 	}
 	return r, nil
 }
@@ -170,7 +182,21 @@ func (s *Session) handshake() error {
 	}
 	s.user = r.user
 	s.collation = r.collation
+	s.zstdLevel = r.zstdLevel
 	return s.startSession(r.db)
+}
+
+// compression is the algorithm the client negotiated: zlib when it asked
+// for CLIENT_COMPRESS (as MySQL, which prefers it when both are set), else
+// zstd with CLIENT_ZSTD_COMPRESSION_ALGORITHM.
+func (s *Session) compression() wire.Compression {
+	switch {
+	case s.caps&mysql.CLIENT_COMPRESS != 0:
+		return wire.CompressZlib
+	case s.caps&mysql.CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0:
+		return wire.CompressZstd
+	}
+	return wire.CompressNone
 }
 
 func defaultPlugin(name string) string {

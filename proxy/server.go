@@ -313,6 +313,8 @@ func (s *Server) handle(nc net.Conn) {
 		sess.endSession()
 		return
 	}
+	// The compressed protocol starts with the first command.
+	sess.pkt.Compress(sess.compression(), sess.zstdLevel)
 	s.sessions.Store(id, sess)
 	defer s.sessions.Delete(id)
 	sess.run()

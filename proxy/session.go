@@ -40,6 +40,7 @@ type Session struct {
 	log        *zap.Logger
 
 	caps      uint32
+	zstdLevel int // the client's zstd_compression_level
 	user      string
 	collation uint8
 	schema    *config.SchemaConfig

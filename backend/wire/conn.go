@@ -33,7 +33,8 @@ type Conn struct {
 	// MaxRead bounds the size of a logical packet read by ReadPacket.
 	MaxRead int
 
-	big    []byte // scratch for packets that do not fit the reader's buffer
+	big    []byte      // scratch for packets that do not fit the reader's buffer
+	comp   *compressor // nil unless the compressed protocol is on
 	header [4]byte
 }
 
@@ -94,7 +95,12 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 }
 
 // Buffered reports how many bytes are waiting in the read buffer.
-func (c *Conn) Buffered() int { return c.br.Buffered() }
+func (c *Conn) Buffered() int {
+	if c.comp != nil {
+		return c.br.Buffered() + len(c.comp.pending)
+	}
+	return c.br.Buffered()
+}
 
 // Close closes the underlying connection.
 func (c *Conn) Close() error { return c.nc.Close() }
@@ -102,19 +108,31 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // ReadRaw reads one physical packet and returns its payload. The slice
 // aliases an internal buffer and is valid until the next read. The sequence
 // id is checked and advanced.
+//
+// With the compressed protocol the frames' sequence ids are the checked
+// ones, and after a read Seq follows the frames, as in MySQL: a client whose
+// command took three frames expects the answer's packets from id 3.
 func (c *Conn) ReadRaw() ([]byte, error) {
+	p, err := c.readRaw()
+	if c.comp != nil {
+		c.Seq = c.comp.seq
+	}
+	return p, err
+}
+
+func (c *Conn) readRaw() ([]byte, error) {
 	hdr, err := c.br.Peek(4)
 	if err != nil {
 		return nil, err
 	}
 	n := int(uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16)
 	seq := hdr[3]
-	if seq != c.Seq {
+	if seq != c.Seq && c.comp == nil {
 		return nil, fmt.Errorf("%w: got sequence %d, want %d", ErrSequence, seq, c.Seq)
 	}
 	// The header counts as received: an error answering it carries the
 	// next sequence id.
-	c.Seq++
+	c.Seq = seq + 1
 	if n > c.MaxRead {
 		return nil, ErrPacketTooLarge
 	}

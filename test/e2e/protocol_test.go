@@ -257,10 +257,16 @@ func negotiated(c *client.Conn, name string) bool {
 	return slices.Contains(strings.Split(c.CapabilityString(), "|"), name)
 }
 
+// myErrCode is the MySQL error number of err from either client library
+// (0 if err is not a server error).
 func myErrCode(err error) uint16 {
 	var me *mysql.MyError
 	if errors.As(err, &me) {
 		return me.Code
+	}
+	var de *gomysql.MySQLError
+	if errors.As(err, &de) {
+		return de.Number
 	}
 	return 0
 }
