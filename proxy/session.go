@@ -209,7 +209,7 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		if err := s.useDB(string(p[1:])); err != nil {
 			return s.fail(err)
 		}
-		return s.writeOK(0, 0)
+		return s.writeUseOK()
 	case mysql.COM_FIELD_LIST, mysql.COM_STATISTICS:
 		return s.forward(p, nil)
 	case mysql.COM_SET_OPTION:
@@ -274,6 +274,25 @@ func (s *Session) writeError(err error) {
 
 func (s *Session) writeOK(affected, insertID uint64) error {
 	s.buf = wire.AppendOK(s.buf[:0], affected, insertID, s.status(), 0, "")
+	return s.pkt.WritePacket(s.buf)
+}
+
+// tracks reports whether the client asked for session-state tracking.
+func (s *Session) tracks() bool { return s.caps&mysql.CLIENT_SESSION_TRACK != 0 }
+
+// writeUseOK answers USE / COM_INIT_DB. A client tracking session state is
+// told the new database, as MySQL does while session_track_schema is on
+// (the default). Variable changes need nothing here: SET runs on a backend,
+// which tracks them itself, and its OK is relayed.
+func (s *Session) writeUseOK() error {
+	if !s.tracks() {
+		return s.writeOK(0, 0)
+	}
+	if v, ok := s.state.Get("session_track_schema"); ok && (v == "0" || strings.EqualFold(v, "'OFF'")) {
+		return s.writeOK(0, 0)
+	}
+	var st [80]byte
+	s.buf = wire.AppendOKState(s.buf[:0], 0, 0, s.status(), 0, "", wire.AppendTrackSchema(st[:0], s.db))
 	return s.pkt.WritePacket(s.buf)
 }
 
@@ -427,7 +446,7 @@ func (s *Session) query(p []byte) error {
 			if err := s.useDB(db); err != nil {
 				return s.fail(err)
 			}
-			return s.writeOK(0, 0)
+			return s.writeUseOK()
 		}
 	case router.KindSet:
 		if info.Flags&router.FlagMulti == 0 {
@@ -703,6 +722,9 @@ func (s *Session) killStmt(stmt string) error {
 // kill ends another session (or only its running statement).
 func (s *Session) kill(id uint32, queryOnly bool) error {
 	v, ok := s.srv.sessions.Load(id)
+	if ok && v.(*Session).killed.Load() {
+		ok = false // killed and on its way out
+	}
 	if !ok {
 		return s.fail(newErr(errNoSuchThread, "Unknown thread id: %d", id))
 	}

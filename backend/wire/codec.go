@@ -21,6 +21,9 @@ const (
 	StatusInTrans            = mysql.SERVER_STATUS_IN_TRANS
 	StatusAutocommit         = mysql.SERVER_STATUS_AUTOCOMMIT
 	StatusMoreResultsExists  = mysql.SERVER_MORE_RESULTS_EXISTS
+	// StatusStateChanged marks an OK packet that carries session-state
+	// information (CLIENT_SESSION_TRACK).
+	StatusStateChanged = mysql.SERVER_SESSION_STATE_CHANGED
 	StatusCursorExists       = mysql.SERVER_STATUS_CURSOR_EXISTS
 	StatusLastRowSent        = mysql.SERVER_STATUS_LAST_ROW_SEND
 	StatusSessionStateChange = mysql.SERVER_SESSION_STATE_CHANGED
@@ -45,10 +48,14 @@ type OK struct {
 	Status       uint16
 	Warnings     uint16
 	Info         []byte // human readable info (aliases the packet)
+	// State is the session-state information (CLIENT_SESSION_TRACK, with
+	// StatusStateChanged), undecoded; it aliases the packet.
+	State []byte
 }
 
 // ParseOK decodes an OK packet (header 0x00 or, at the end of a result set
-// with CLIENT_DEPRECATE_EOF, 0xfe). Session-state info is not decoded.
+// with CLIENT_DEPRECATE_EOF, 0xfe). The info is length-encoded, as MySQL
+// and MariaDB always send it whatever the protocol documentation says.
 func ParseOK(p []byte) (OK, error) {
 	var ok OK
 	if len(p) < 1 {
@@ -76,7 +83,17 @@ func ParseOK(p []byte) (OK, error) {
 	ok.Warnings = binary.LittleEndian.Uint16(p[pos+2:])
 	pos += 4
 	if pos < len(p) {
-		ok.Info = p[pos:]
+		info, _, next, err := ReadLenEncString(p, pos)
+		if err != nil {
+			ok.Info = p[pos:] // a string to the end, from an old server
+			return ok, nil
+		}
+		ok.Info, pos = info, next
+		if ok.Status&StatusStateChanged != 0 && pos < len(p) {
+			if st, _, _, err := ReadLenEncString(p, pos); err == nil {
+				ok.State = st
+			}
+		}
 	}
 	return ok, nil
 }
@@ -107,13 +124,18 @@ func ParseErr(p []byte) *mysql.MyError {
 	return e
 }
 
-// AppendOK appends an OK packet payload.
+// AppendOK appends an OK packet payload without session-state information
+// (see AppendOKState). The info, if any, is length-encoded, as servers send it.
 func AppendOK(b []byte, affected, insertID uint64, status, warnings uint16, info string) []byte {
 	b = append(b, OKHeader)
 	b = mysql.AppendLengthEncodedInteger(b, affected)
 	b = mysql.AppendLengthEncodedInteger(b, insertID)
-	b = binary.LittleEndian.AppendUint16(b, status)
+	b = binary.LittleEndian.AppendUint16(b, status&^StatusStateChanged)
 	b = binary.LittleEndian.AppendUint16(b, warnings)
+	if info == "" {
+		return b
+	}
+	b = mysql.AppendLengthEncodedInteger(b, uint64(len(info)))
 	return append(b, info...)
 }
 
@@ -121,14 +143,14 @@ func AppendOK(b []byte, affected, insertID uint64, status, warnings uint16, info
 func AppendEOF(b []byte, warnings, status uint16) []byte {
 	b = append(b, EOFHeader)
 	b = binary.LittleEndian.AppendUint16(b, warnings)
-	return binary.LittleEndian.AppendUint16(b, status)
+	return binary.LittleEndian.AppendUint16(b, status&^StatusStateChanged)
 }
 
 // AppendResultEndOK appends the 0xfe-headed OK that ends a result set when
 // CLIENT_DEPRECATE_EOF is on.
 func AppendResultEndOK(b []byte, warnings, status uint16) []byte {
 	b = append(b, EOFHeader, 0, 0)
-	b = binary.LittleEndian.AppendUint16(b, status)
+	b = binary.LittleEndian.AppendUint16(b, status&^StatusStateChanged)
 	return binary.LittleEndian.AppendUint16(b, warnings)
 }
 
