@@ -55,7 +55,7 @@ func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
 				if ok.InsertID != 0 {
 					s.lastInsertID = ok.InsertID
 				}
-				if ok.Status&wire.StatusStateChanged != 0 && !s.tracks() {
+				if ok.Status&wire.StatusSessionStateChange != 0 && !s.tracks() {
 					s.buf = wire.StripState(s.buf[:0], p)
 					p = s.buf
 				}
@@ -180,7 +180,7 @@ func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
 					s.buf = wire.AppendEOF(s.buf[:0], warnings, status)
 					err = s.pkt.WritePacket(s.buf)
 				} else {
-					if status&wire.StatusStateChanged != 0 && !s.tracks() {
+					if status&wire.StatusSessionStateChange != 0 && !s.tracks() {
 						s.buf = wire.StripState(s.buf[:0], rp)
 						rp = s.buf
 					}

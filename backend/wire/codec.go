@@ -21,9 +21,6 @@ const (
 	StatusInTrans            = mysql.SERVER_STATUS_IN_TRANS
 	StatusAutocommit         = mysql.SERVER_STATUS_AUTOCOMMIT
 	StatusMoreResultsExists  = mysql.SERVER_MORE_RESULTS_EXISTS
-	// StatusStateChanged marks an OK packet that carries session-state
-	// information (CLIENT_SESSION_TRACK).
-	StatusStateChanged = mysql.SERVER_SESSION_STATE_CHANGED
 	StatusCursorExists       = mysql.SERVER_STATUS_CURSOR_EXISTS
 	StatusLastRowSent        = mysql.SERVER_STATUS_LAST_ROW_SEND
 	StatusSessionStateChange = mysql.SERVER_SESSION_STATE_CHANGED
@@ -49,7 +46,7 @@ type OK struct {
 	Warnings     uint16
 	Info         []byte // human readable info (aliases the packet)
 	// State is the session-state information (CLIENT_SESSION_TRACK, with
-	// StatusStateChanged), undecoded; it aliases the packet.
+	// StatusSessionStateChange), undecoded; it aliases the packet.
 	State []byte
 }
 
@@ -89,7 +86,7 @@ func ParseOK(p []byte) (OK, error) {
 			return ok, nil
 		}
 		ok.Info, pos = info, next
-		if ok.Status&StatusStateChanged != 0 && pos < len(p) {
+		if ok.Status&StatusSessionStateChange != 0 && pos < len(p) {
 			if st, _, _, err := ReadLenEncString(p, pos); err == nil {
 				ok.State = st
 			}
@@ -130,7 +127,7 @@ func AppendOK(b []byte, affected, insertID uint64, status, warnings uint16, info
 	b = append(b, OKHeader)
 	b = mysql.AppendLengthEncodedInteger(b, affected)
 	b = mysql.AppendLengthEncodedInteger(b, insertID)
-	b = binary.LittleEndian.AppendUint16(b, status&^StatusStateChanged)
+	b = binary.LittleEndian.AppendUint16(b, status&^StatusSessionStateChange)
 	b = binary.LittleEndian.AppendUint16(b, warnings)
 	if info == "" {
 		return b
@@ -143,14 +140,14 @@ func AppendOK(b []byte, affected, insertID uint64, status, warnings uint16, info
 func AppendEOF(b []byte, warnings, status uint16) []byte {
 	b = append(b, EOFHeader)
 	b = binary.LittleEndian.AppendUint16(b, warnings)
-	return binary.LittleEndian.AppendUint16(b, status&^StatusStateChanged)
+	return binary.LittleEndian.AppendUint16(b, status&^StatusSessionStateChange)
 }
 
 // AppendResultEndOK appends the 0xfe-headed OK that ends a result set when
 // CLIENT_DEPRECATE_EOF is on.
 func AppendResultEndOK(b []byte, warnings, status uint16) []byte {
 	b = append(b, EOFHeader, 0, 0)
-	b = binary.LittleEndian.AppendUint16(b, status&^StatusStateChanged)
+	b = binary.LittleEndian.AppendUint16(b, status&^StatusSessionStateChange)
 	return binary.LittleEndian.AppendUint16(b, warnings)
 }
 

@@ -24,7 +24,7 @@ func AppendOKState(b []byte, affected, insertID uint64, status, warnings uint16,
 	b = append(b, OKHeader)
 	b = mysql.AppendLengthEncodedInteger(b, affected)
 	b = mysql.AppendLengthEncodedInteger(b, insertID)
-	b = binary.LittleEndian.AppendUint16(b, status|StatusStateChanged)
+	b = binary.LittleEndian.AppendUint16(b, status|StatusSessionStateChange)
 	b = binary.LittleEndian.AppendUint16(b, warnings)
 	b = mysql.AppendLengthEncodedInteger(b, uint64(len(info)))
 	b = append(b, info...)
@@ -73,13 +73,13 @@ func lenEncLen(n uint64) int {
 // appended to b.
 func StripState(b, p []byte) []byte {
 	ok, err := ParseOK(p)
-	if err != nil || ok.Status&StatusStateChanged == 0 {
+	if err != nil || ok.Status&StatusSessionStateChange == 0 {
 		return p
 	}
 	b = append(b, p[0])
 	b = mysql.AppendLengthEncodedInteger(b, ok.AffectedRows)
 	b = mysql.AppendLengthEncodedInteger(b, ok.InsertID)
-	b = binary.LittleEndian.AppendUint16(b, ok.Status&^StatusStateChanged)
+	b = binary.LittleEndian.AppendUint16(b, ok.Status&^StatusSessionStateChange)
 	b = binary.LittleEndian.AppendUint16(b, ok.Warnings)
 	if len(ok.Info) > 0 {
 		b = mysql.AppendLengthEncodedInteger(b, uint64(len(ok.Info)))

@@ -117,7 +117,7 @@ func TestSessionTrack(t *testing.T) {
 					got[i], trackEntries(t, got[i]), want[i], trackEntries(t, want[i]))
 			}
 			if !tracking {
-				if ok, _ := wire.ParseOK(got[i]); ok.Status&wire.StatusStateChanged != 0 || len(ok.State) > 0 {
+				if ok, _ := wire.ParseOK(got[i]); ok.Status&wire.StatusSessionStateChange != 0 || len(ok.State) > 0 {
 					t.Errorf("%q: session state sent to a client without CLIENT_SESSION_TRACK: %x", s.arg, got[i])
 				}
 			}
