@@ -53,8 +53,8 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		}
 		return true, s.forwardTo(s.node, p, nil, info)
 	}
-	rt, err := pl.Bind(lits, leadingComments(sql, info))
-	if err != nil {
+	rt := &s.rt
+	if err := pl.BindTo(rt, lits, leadingComments(sql, info)); err != nil {
 		return true, s.fail(err)
 	}
 	if rt.Merge != "" {

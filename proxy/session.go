@@ -64,6 +64,7 @@ type Session struct {
 	foundRows    uint64
 
 	parser *router.Parser
+	rt     router.Routing // the current statement's routing (reused)
 	buf    []byte
 	xbuf   []byte // EXECUTE packets rebuilt for a backend
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -109,7 +110,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 				if info.Kind == router.KindDDL {
 					return s.fail(newErr(errNotSupported, "keyshard: DDL on sharded table %s cannot be prepared; send it as text", pl.Tables()[0].Table))
 				}
-				st.plan, st.lits, st.prefix = pl, lits, leadingComments(sql, info)
+				st.plan, st.lits, st.prefix = pl, slices.Clone(lits), leadingComments(sql, info)
 				var name string
 				name, text = pl.Probe(lits, st.prefix)
 				node = s.srv.nodes[name]
@@ -354,8 +355,8 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 			}
 		}
 	}
-	rt, err := st.plan.Bind(lits, st.prefix)
-	if err != nil {
+	rt := &s.rt
+	if err := st.plan.BindTo(rt, lits, st.prefix); err != nil {
 		return s.fail(err)
 	}
 	if rt.Merge != "" {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -77,7 +78,7 @@ func (s *Session) textPrepare(sql string) (handled bool, err error) {
 		s.textStmts = make(map[string]*prepared)
 	}
 	s.textStmts[name] = &prepared{sql: text, db: s.db, kind: info.Kind, params: n,
-		plan: pl, lits: lits, prefix: leadingComments(text, info)}
+		plan: pl, lits: slices.Clone(lits), prefix: leadingComments(text, info)}
 	s.buf = wire.AppendOK(s.buf[:0], 0, 0, s.status(), 0, "Statement prepared")
 	return true, s.pkt.WritePacket(s.buf)
 }

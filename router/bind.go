@@ -131,11 +131,23 @@ func (r *Routing) Targets() int {
 // prefix (leading comments of the client's statement) is kept in front of
 // every rewritten statement.
 func (p *Plan) Bind(lits []Literal, prefix string) (*Routing, error) {
+	rt := &Routing{}
+	if err := p.BindTo(rt, lits, prefix); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// BindTo is Bind into rt, which it resets first: a caller that keeps one
+// Routing per session routes a point statement with no allocation but its
+// SQL.
+func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
+	*rt = Routing{}
 	if p.Kind != PlanSharded {
-		return nil, errors.New("keyshard: Bind on an unsharded plan")
+		return errors.New("keyshard: Bind on an unsharded plan")
 	}
 	if len(lits) < p.nparams {
-		return nil, errorf("statement has %d literals, plan wants %d", len(lits), p.nparams)
+		return errorf("statement has %d literals, plan wants %d", len(lits), p.nparams)
 	}
 	t := p.tables[0]
 	var nameBuf [4]string
@@ -145,15 +157,14 @@ func (p *Plan) Bind(lits []Literal, prefix string) (*Routing, error) {
 	}
 	names = names[:len(p.tables)]
 	if p.insert != nil {
-		return p.bindInsert(t, lits, prefix, names)
+		return p.bindInsert(rt, t, lits, prefix, names)
 	}
-	rt := &Routing{}
 	subs, err := p.cond.eval(t.Rule, lits, rt.subs[:0])
 	if err != nil {
 		if errors.Is(err, shard.ErrKeyOutOfRange) {
 			subs = []int{} // no sub-table can hold the row
 		} else {
-			return nil, keyErr(t, err)
+			return keyErr(t, err)
 		}
 	}
 	if subs == nil {
@@ -164,7 +175,7 @@ func (p *Plan) Bind(lits []Literal, prefix string) (*Routing, error) {
 	}
 	if len(subs) == 0 {
 		if p.Stmt == KindInsert || p.Stmt == KindReplace {
-			return nil, errorf("no sub-table of %s holds this shard key", t.Table)
+			return errorf("no sub-table of %s holds this shard key", t.Table)
 		}
 		// Nothing can match; one sub-table gives the right empty answer.
 		subs = []int{0}
@@ -185,12 +196,12 @@ func (p *Plan) Bind(lits []Literal, prefix string) (*Routing, error) {
 	if len(p.unsharded) > 0 {
 		for _, r := range rt.Routes {
 			if r.Node != p.def {
-				return nil, errorf("cross-shard join not supported: unsharded table %s lives on default node %s, but sharded %s needs node %s",
+				return errorf("cross-shard join not supported: unsharded table %s lives on default node %s, but sharded %s needs node %s",
 					p.unsharded[0], p.def, t.Table, r.Node)
 			}
 		}
 	}
-	return rt, nil
+	return nil
 }
 
 func keyErr(t *TableRule, err error) error {
@@ -224,18 +235,17 @@ func (rt *Routing) add(node, sub, sql string, params []int) {
 	rt.Routes = append(rt.Routes, r)
 }
 
-func (p *Plan) bindInsert(t *TableRule, lits []Literal, prefix string, names []string) (*Routing, error) {
+func (p *Plan) bindInsert(rt *Routing, t *TableRule, lits []Literal, prefix string, names []string) error {
 	ip := p.insert
 	bySub := map[int][]int{}
 	var order []int
 	for r, k := range ip.keys {
-		v := k.value(lits)
-		if v == nil {
-			return nil, errorf("shard key %s of sharded table %s cannot be NULL", t.Key, t.Table)
+		i, null, err := k.find(t.Rule, lits)
+		if null {
+			return errorf("shard key %s of sharded table %s cannot be NULL", t.Key, t.Table)
 		}
-		i, err := t.Rule.Find(v)
 		if err != nil {
-			return nil, keyErr(t, err)
+			return keyErr(t, err)
 		}
 		if _, ok := bySub[i]; !ok {
 			order = append(order, i)
@@ -244,7 +254,6 @@ func (p *Plan) bindInsert(t *TableRule, lits []Literal, prefix string, names []s
 	}
 	slices.Sort(order)
 	prepared := hasParams(lits) && len(order) > 1
-	rt := &Routing{}
 	for _, i := range order {
 		var rows strings.Builder
 		var rowParams, params []int
@@ -274,7 +283,7 @@ func (p *Plan) bindInsert(t *TableRule, lits []Literal, prefix string, names []s
 			rt.FirstSQL = len(rt.Routes[rt.FirstRoute].SQL) - 1
 		}
 	}
-	return rt, nil
+	return nil
 }
 
 func hasParams(lits []Literal) bool {

@@ -5,18 +5,29 @@ import (
 	"sync/atomic"
 )
 
-// planCache maps statement shapes to plans. Lookups take no lock
-// (sync.Map's read path); the size is bounded by dropping about a tenth of
-// the entries when it is exceeded, which is rare once an application's
-// statement shapes are known.
+// planCache maps statement shapes to plans.
+//
+// A hit takes no lock and allocates nothing: plans live in a read-only map
+// behind an atomic pointer, looked up with the caller's key bytes. New
+// plans go to a dirty map under a mutex (only misses and the first uses of
+// a new shape touch it) and are promoted into a fresh read map once the
+// dirty map has been hit as many times as it has entries, as sync.Map does,
+// so the copying is amortised over the lookups it saves.
+//
+// The size is bounded: past max entries, a promotion drops about a tenth.
 type planCache struct {
-	m       sync.Map // string -> *Plan
-	n       atomic.Int64
-	max     int64
+	read   atomic.Pointer[map[string]*Plan]
+	ndirty atomic.Int64 // len(dirty), readable without the lock
+
+	mu        sync.Mutex
+	dirty     map[string]*Plan
+	dirtyHits int
+
+	max     int
+	size    atomic.Int64
 	hits    atomic.Int64
 	misses  atomic.Int64
 	evicted atomic.Int64
-	evictMu sync.Mutex
 }
 
 // CacheStats are plan cache counters.
@@ -28,45 +39,87 @@ func newPlanCache(size int) *planCache {
 	if size <= 0 {
 		size = 4096
 	}
-	return &planCache{max: int64(size)}
+	c := &planCache{max: size, dirty: map[string]*Plan{}}
+	c.read.Store(&map[string]*Plan{})
+	return c
 }
 
-func (c *planCache) get(key string) *Plan {
-	if v, ok := c.m.Load(key); ok {
+func (c *planCache) get(key []byte) *Plan {
+	if pl, ok := (*c.read.Load())[string(key)]; ok {
 		c.hits.Add(1)
-		return v.(*Plan)
+		return pl
 	}
-	c.misses.Add(1)
-	return nil
+	if c.ndirty.Load() == 0 {
+		c.misses.Add(1)
+		return nil
+	}
+	c.mu.Lock()
+	pl := c.dirty[string(key)]
+	if pl != nil {
+		c.dirtyHits++
+		if c.dirtyHits >= len(c.dirty) {
+			c.promote()
+		}
+	}
+	c.mu.Unlock()
+	if pl == nil {
+		c.misses.Add(1)
+		return nil
+	}
+	c.hits.Add(1)
+	return pl
 }
 
 func (c *planCache) put(key string, p *Plan) {
-	if _, loaded := c.m.LoadOrStore(key, p); loaded {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := (*c.read.Load())[key]; ok {
 		return
 	}
-	if c.n.Add(1) <= c.max {
+	if _, ok := c.dirty[key]; ok {
 		return
 	}
-	if !c.evictMu.TryLock() {
-		return
+	c.dirty[key] = p
+	c.ndirty.Store(int64(len(c.dirty)))
+	c.size.Add(1)
+	if len(*c.read.Load())+len(c.dirty) > c.max {
+		// Full: promotion evicts a tenth, so this happens once per
+		// max/10 new shapes.
+		c.promote()
 	}
-	defer c.evictMu.Unlock()
-	drop := c.max / 10
-	if drop < 1 {
-		drop = 1
+}
+
+// promote merges the dirty map into a new read map. Called with mu held.
+func (c *planCache) promote() {
+	old := *c.read.Load()
+	drop := 0
+	if n := len(old) + len(c.dirty); n > c.max {
+		drop = max(n-c.max+c.max/10, 1)
 	}
-	c.m.Range(func(k, _ any) bool {
-		if drop <= 0 {
-			return false
+	m := make(map[string]*Plan, len(old)+len(c.dirty)-drop)
+	for k, v := range old {
+		if drop > 0 {
+			drop-- // map order is unspecified: an arbitrary victim
+			c.evicted.Add(1)
+			continue
 		}
-		c.m.Delete(k)
-		c.n.Add(-1)
-		c.evicted.Add(1)
-		drop--
-		return true
-	})
+		m[k] = v
+	}
+	for k, v := range c.dirty {
+		if drop > 0 {
+			drop--
+			c.evicted.Add(1)
+			continue
+		}
+		m[k] = v
+	}
+	c.read.Store(&m)
+	c.size.Store(int64(len(m)))
+	c.dirty = map[string]*Plan{}
+	c.ndirty.Store(0)
+	c.dirtyHits = 0
 }
 
 func (c *planCache) stats() CacheStats {
-	return CacheStats{Size: c.n.Load(), Hits: c.hits.Load(), Misses: c.misses.Load(), Evicted: c.evicted.Load()}
+	return CacheStats{Size: c.size.Load(), Hits: c.hits.Load(), Misses: c.misses.Load(), Evicted: c.evicted.Load()}
 }

@@ -65,6 +65,28 @@ func (o operand) value(lits []Literal) any {
 	return v
 }
 
+// find places o's value with rule r; null reports a NULL key (which
+// matches nothing). An integer literal takes the rule's unboxed path.
+func (o operand) find(r shard.Rule, lits []Literal) (i int, null bool, err error) {
+	if o.param >= 0 && lits[o.param].Kind == LitInt {
+		if f, ok := r.(shard.IntFinder); ok {
+			if k, perr := strconv.ParseInt(lits[o.param].Text, 10, 64); perr == nil {
+				if o.neg {
+					k = -k
+				}
+				i, err = f.FindInt(k)
+				return i, false, err
+			}
+		}
+	}
+	v := o.value(lits)
+	if v == nil {
+		return -1, true, nil
+	}
+	i, err = r.Find(v)
+	return i, false, err
+}
+
 // condOf derives the key condition of a WHERE clause.
 func (b *builder) condOf(e ast.ExprNode) *cond {
 	switch x := e.(type) {
@@ -223,11 +245,10 @@ func (c *cond) eval(r shard.Rule, lits []Literal, buf []int) ([]int, error) {
 			out = make([]int, 0, len(c.vals)) // non-nil: empty is "none"
 		}
 		for _, o := range c.vals {
-			v := o.value(lits)
-			if v == nil {
+			i, null, err := o.find(r, lits)
+			if null {
 				continue // key = NULL matches nothing
 			}
-			i, err := r.Find(v)
 			if errors.Is(err, shard.ErrKeyOutOfRange) {
 				continue // no sub-table holds this value; the others still count
 			}

@@ -67,24 +67,26 @@ func (l Literal) Value() any {
 // INTERVAL units are fine; after a charset introducer such as _utf8mb4, or
 // N'..') stay in the shape. One pass, no allocation beyond the two results.
 func Normalize(sql string) (shape string, lits []Literal) {
-	return normalize("", sql)
+	b, lits := appendShape(nil, nil, sql)
+	return string(b), lits
 }
 
-// normalize is Normalize with prefix written in front of the shape (the
-// plan cache key's database part), in the same allocation.
-func normalize(prefix, sql string) (shape string, lits []Literal) {
-	var b strings.Builder
-	b.Grow(len(prefix) + len(sql))
-	b.WriteString(prefix)
+// appendShape is Normalize appending the shape to b and the literals to
+// lits: with scratch buffers kept by the caller, no allocation at all.
+func appendShape(b []byte, lits []Literal, sql string) ([]byte, []Literal) {
+	base := len(b)
+	if cap(b)-base < len(sql) {
+		b = append(make([]byte, 0, base+len(sql)), b...)
+	}
 	n := len(sql)
 	space := false
 	var prevWord string // last identifier/keyword, lower case, for introducers
 	emit := func(s string) {
-		if space && b.Len() > len(prefix) {
-			b.WriteByte(' ')
+		if space && len(b) > base {
+			b = append(b, ' ')
 		}
 		space = false
-		b.WriteString(s)
+		b = append(b, s...)
 	}
 	params := 0
 	for i := 0; i < n; {
@@ -179,18 +181,18 @@ func normalize(prefix, sql string) (shape string, lits []Literal) {
 		default:
 			// Operators and punctuation, one byte at a time; no space is
 			// inserted between them unless the source had one.
-			if space && b.Len() > len(prefix) {
-				b.WriteByte(' ')
+			if space && len(b) > base {
+				b = append(b, ' ')
 			}
 			space = false
-			b.WriteByte(c)
+			b = append(b, c)
 			if c != '.' {
 				prevWord = ""
 			}
 			i++
 		}
 	}
-	return b.String(), lits
+	return b, lits
 }
 
 var literalKeywords = []string{"date", "time", "timestamp", "collate", "escape", "comment", "password", "identified", "engine", "charset", "character", "set"}

@@ -58,18 +58,30 @@ func errorf(format string, args ...any) *Error {
 
 // Plan returns the plan for sql run with current database db, and the
 // literals to bind it with. A cache hit costs one Normalize pass and a map
-// lookup. Statements the router cannot route return an *Error.
+// lookup, and allocates nothing: the literals live in p's scratch space and
+// are valid until the next Plan with p (clone them to keep them). Statements
+// the router cannot route return an *Error.
 func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Literal, error) {
 	if kind == KindDDL {
 		// DDL keeps its literals (DEFAULT 'x', COMMENT '...'): never cached.
 		pl, err := s.build(p, sql, db, kind, false, 0)
 		return pl, nil, err
 	}
-	key, lits := normalize(db+"\x00", sql)
-	shape := key[len(db)+1:]
-	if pl := s.cache.get(key); pl != nil {
+	kb, lits := p.key[:0], p.lits[:0]
+	if len(sql) > 64<<10 {
+		// A big statement: fresh buffers, so the session keeps neither a
+		// big key buffer nor literals pointing into the big packet.
+		kb, lits = nil, nil
+	}
+	kb, lits = appendShape(append(append(kb, db...), 0), lits, sql)
+	if len(sql) <= 64<<10 {
+		p.key, p.lits = kb, lits
+	}
+	if pl := s.cache.get(kb); pl != nil {
 		return pl, lits, nil
 	}
+	key := string(kb)
+	shape := key[len(db)+1:]
 	pl, err := s.build(p, shape, db, kind, true, len(lits))
 	if err == nil {
 		s.cache.put(key, pl)

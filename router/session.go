@@ -15,6 +15,11 @@ import (
 // session owns one, created on first need.
 type Parser struct {
 	p *parser.Parser
+
+	// Scratch space of Schema.Plan: the cache key being looked up and the
+	// statement's literals.
+	key  []byte
+	lits []Literal
 }
 
 // NewParser returns a parser.

@@ -1,6 +1,9 @@
 package shard
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // consistentRule is jump consistent hash (Lamping & Veach, "A Fast,
 // Minimal Memory, Consistent Hash Algorithm", 2014) over the sub-tables, of
@@ -27,6 +30,12 @@ func (r *consistentRule) Find(v any) (int, error) {
 		return -1, fmt.Errorf("consistent_hash rule: %w", err)
 	}
 	return int(jump(fnv1a64(b), r.n)), nil
+}
+
+// FindInt is Find for an int64 key.
+func (r *consistentRule) FindInt(k int64) (int, error) {
+	var buf [24]byte
+	return int(jump(fnv1a64(strconv.AppendInt(buf[:0], k, 10)), r.n)), nil
 }
 
 // FindRange returns every sub-table: a hash has no order.

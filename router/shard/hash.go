@@ -47,6 +47,9 @@ func (r *hashRule) Find(v any) (int, error) {
 	return int(h % r.n), nil
 }
 
+// FindInt is Find for an int64 key.
+func (r *hashRule) FindInt(k int64) (int, error) { return int(uint64(k) % r.n), nil }
+
 // FindRange returns every sub-table: hash has no order.
 func (r *hashRule) FindRange(lo, hi Bound) ([]int, error) { return r.all(), nil }
 

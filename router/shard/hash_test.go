@@ -130,3 +130,31 @@ func TestDecimal(t *testing.T) {
 		}
 	}
 }
+
+// TestFindIntAgreesWithFind: the unboxed path places every key where Find
+// does, errors included, for each rule that has it.
+func TestFindIntAgreesWithFind(t *testing.T) {
+	rules := []Config{
+		hash12,
+		{Type: "consistent_hash", Nodes: 3, Locations: []int{4, 4, 4}},
+		{Type: "range", Nodes: 2, Locations: []int{2, 2}, TableRowLimit: 1000},
+	}
+	keys := []int64{0, 1, -1, 42, 999, 1000, 3999, 4000, -1 << 63, 1<<63 - 1}
+	for i := range int64(2000) {
+		keys = append(keys, i*7919-300000)
+	}
+	for _, c := range rules {
+		r := mustNew(t, c)
+		f, ok := r.(IntFinder)
+		if !ok {
+			t.Fatalf("%s: no FindInt", c.Type)
+		}
+		for _, k := range keys {
+			want, werr := r.Find(k)
+			got, gerr := f.FindInt(k)
+			if got != want || (werr == nil) != (gerr == nil) {
+				t.Fatalf("%s: key %d: FindInt = %d, %v; Find = %d, %v", c.Type, k, got, gerr, want, werr)
+			}
+		}
+	}
+}

@@ -59,6 +59,11 @@ func (r *rangeRule) Find(v any) (int, error) {
 	default:
 		return -1, keyTypeError(TypeRange, v)
 	}
+	return r.FindInt(k)
+}
+
+// FindInt is Find for an int64 key.
+func (r *rangeRule) FindInt(k int64) (int, error) {
 	if k < 0 || k >= r.end {
 		return -1, r.outOfRange(strconv.FormatInt(k, 10))
 	}

@@ -73,6 +73,13 @@ type Rule interface {
 	FindRange(lo, hi Bound) ([]int, error)
 }
 
+// IntFinder is implemented by rules that place an int64 key without boxing
+// it in an interface (a heap allocation for most values): FindInt(k)
+// answers exactly as Find(k). The router uses it for integer literals.
+type IntFinder interface {
+	FindInt(k int64) (int, error)
+}
+
 // Config is what New needs. It mirrors proxy/config.ShardConfig without
 // importing it.
 type Config struct {
