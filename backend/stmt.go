@@ -58,6 +58,7 @@ func (c *Conn) StmtCount() int { return len(c.stmts.byKey) }
 // (bad SQL) is returned as *mysql.MyError and leaves the connection
 // usable; others mark it broken.
 func (c *Conn) Prepare(key, sql string, each func(p []byte) error) (*Stmt, error) {
+	c.makeRoom(key)
 	if err := c.pkt.WriteCommandString(mysql.COM_STMT_PREPARE, sql); err != nil {
 		return nil, c.lost(err)
 	}
@@ -99,6 +100,27 @@ func (c *Conn) Prepare(key, sql string, each func(p []byte) error) (*Stmt, error
 	c.pool.stmtsOpen.Add(1)
 	c.addStmt(st)
 	return st, werr
+}
+
+// makeRoom closes, before a PREPARE of key, the statement it replaces and
+// the least recently used ones beyond StmtCache-1: their COM_STMT_CLOSE
+// goes out ahead of the PREPARE, so the server never holds more than
+// StmtCache statements of this connection (cursor holders excepted).
+func (c *Conn) makeRoom(key string) {
+	if old := c.stmts.byKey[key]; old != nil && !old.Cursor {
+		c.stmts.unlink(old)
+		delete(c.stmts.byKey, key)
+		c.closeStmt(old.ID)
+	}
+	for old := c.stmts.tail; len(c.stmts.byKey) >= c.pool.opts.StmtCache && old != nil; {
+		prev := old.prev
+		if !old.Cursor {
+			c.stmts.unlink(old)
+			delete(c.stmts.byKey, old.key)
+			c.closeStmt(old.ID)
+		}
+		old = prev
+	}
 }
 
 func (c *Conn) addStmt(st *Stmt) {

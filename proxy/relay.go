@@ -6,6 +6,15 @@ import (
 	"github.com/keyshard/keyshard/backend/wire"
 )
 
+// perStatementStatus are the status flags that describe one statement's
+// execution (MariaDB's SERVER_STATUS_CLEAR_SET, cleared as each command
+// starts): a status keyshard writes itself never carries them over from an
+// earlier answer.
+const perStatementStatus = mysql.SERVER_STATUS_NO_GOOD_INDEX_USED | mysql.SERVER_STATUS_NO_INDEX_USED |
+	wire.StatusMoreResultsExists | mysql.SERVER_STATUS_METADATA_CHANGED | mysql.SERVER_QUERY_WAS_SLOW |
+	mysql.SERVER_STATUS_DB_DROPPED | mysql.SERVER_STATUS_CURSOR_EXISTS | mysql.SERVER_STATUS_LAST_ROW_SEND |
+	mysql.SERVER_SESSION_STATE_CHANGED
+
 // relayResult summarises a relayed answer.
 type relayResult struct {
 	resultSets int
@@ -24,6 +33,18 @@ type relayResult struct {
 // or a *clientError (client gone: bc is abandoned mid-answer). In both cases
 // the caller discards bc.
 func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
+	return s.relayCols(bc, fieldList, nil)
+}
+
+// relayCols is relay for the answer to COM_STMT_EXECUTE when cols is set:
+// *cols is the column count the client last saw for the statement. A
+// first result set with another count is flagged
+// SERVER_STATUS_METADATA_CHANGED in the EOF keyshard writes after its
+// column definitions, as MariaDB does when it re-prepares a statement whose
+// columns changed (keyshard's backend handle may be younger than the
+// client's PREPARE, so the backend's own flag cannot be relied on), and
+// *cols is updated.
+func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayResult, error) {
 	var res relayResult
 	bp := bc.Packets()
 	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
@@ -91,6 +112,14 @@ func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
 			if perr != nil {
 				return res, lost(perr)
 			}
+			var changed uint16
+			if cols != nil {
+				if int(n) != *cols {
+					changed = mysql.SERVER_STATUS_METADATA_CHANGED
+					*cols = int(n)
+				}
+				cols = nil // later result sets (CALL) are not the statement's
+			}
 			for range n {
 				cp, err := bp.ReadPacket()
 				if err != nil {
@@ -111,7 +140,7 @@ func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
 				if wire.IsEOF(p) {
 					if ok, perr := wire.ParseOK(p); perr == nil && ok.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
 						bc.Status = ok.Status
-						s.buf = wire.AppendEOF(s.buf[:0], ok.Warnings, ok.Status)
+						s.buf = wire.AppendEOF(s.buf[:0], ok.Warnings, ok.Status|changed)
 						if err := s.pkt.WritePacket(s.buf); err != nil {
 							return res, &clientError{err}
 						}
@@ -120,8 +149,11 @@ func (s *Session) relay(bc *backend.Conn, fieldList bool) (relayResult, error) {
 					}
 				}
 				// The status is the previous answer's, without its
-				// per-answer flags (a cursor's above all).
-				s.buf = wire.AppendEOF(s.buf[:0], 0, bc.Status&^(wire.StatusMoreResultsExists|mysql.SERVER_STATUS_CURSOR_EXISTS|mysql.SERVER_STATUS_LAST_ROW_SEND))
+				// per-statement flags (a cursor's above all). The index-use
+				// flags MariaDB puts here are this statement's, which only
+				// its final packet tells: the previous statement's say
+				// nothing about this one, so none is claimed.
+				s.buf = wire.AppendEOF(s.buf[:0], 0, bc.Status&^perStatementStatus|changed)
 				if err := s.pkt.WritePacket(s.buf); err != nil {
 					return res, &clientError{err}
 				}

@@ -38,7 +38,7 @@ type prepared struct {
 	db     string // database at PREPARE: the statement resolves names there
 	kind   router.Kind
 	params int
-	cols   int
+	cols   int    // column count the client last saw (PREPARE, then each EXECUTE)
 	types  []byte // parameter types last bound by the client
 
 	long     map[int][][]byte // COM_STMT_SEND_LONG_DATA chunks not yet executed, as sent
@@ -59,6 +59,9 @@ type prepared struct {
 	// sessionFuncs: LAST_INSERT_ID() and friends are answered for the
 	// client by rewriting the statement at each execution.
 	sessionFuncs bool
+	// calcFoundRows: SQL_CALC_FOUND_ROWS, so FOUND_ROWS() is read back from
+	// the backend after each execution (as for the text form).
+	calcFoundRows bool
 
 	// The backend cache key last computed (for keySQL in state keySt): an
 	// EXECUTE of the same text in the same state reuses it.
@@ -95,7 +98,8 @@ func (s *Session) stmtPrepare(p []byte) error {
 	sql := string(p[1:])
 	info := router.Classify(sql)
 	st := &prepared{sql: sql, db: s.db, kind: info.Kind, sticky: stickyReason(info),
-		sessionFuncs: info.Flags&router.FlagSessionFunc != 0}
+		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
+		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
 	text := sql
 	node := (*backend.Node)(nil)
 	if s.route != nil && s.route.Sharded() {
@@ -138,7 +142,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 		}
 		n++
 		if clientEOF && (nparams > 0 && n == 1+nparams || ncols > 0 && n == 1+nparams+ncols) {
-			s.buf = wire.AppendEOF(s.buf[:0], 0, s.status())
+			s.buf = wire.AppendEOF(s.buf[:0], 0, s.status()&^perStatementStatus)
 			if err := s.pkt.WritePacket(s.buf); err != nil {
 				return &clientError{err}
 			}
@@ -284,7 +288,10 @@ func (s *Session) stmtCommand(p []byte) error {
 		if err := s.closeCursor(st); err != nil {
 			return s.fail(err)
 		}
-		return s.writeOK(0, 0)
+		// Not writeOK: the pinned connection's last status may hold the
+		// previous statement's flags, which MariaDB clears for this command.
+		s.buf = wire.AppendOK(s.buf[:0], 0, 0, s.status()&^perStatementStatus, 0, "")
+		return s.pkt.WritePacket(s.buf)
 	case mysql.COM_STMT_CLOSE:
 		st, err := s.stmtFor(p, "mysqld_stmt_close")
 		if err != nil {
@@ -409,7 +416,11 @@ func (s *Session) execOn(n *backend.Node, st *prepared, sql string, ex *wire.Exe
 		return s.backendFailed(bc, &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err})
 	}
 	s.cur.Store(bc)
-	res, err := s.relay(bc, false)
+	var cols *int
+	if st.cols > 0 {
+		cols = &st.cols // a statement without columns (CALL) has no metadata to change
+	}
+	res, err := s.relayCols(bc, false, cols)
 	s.cur.Store(nil)
 	if err != nil {
 		return s.backendFailed(bc, err)
@@ -419,6 +430,12 @@ func (s *Session) execOn(n *backend.Node, st *prepared, sql string, ex *wire.Exe
 			bs.Cursor = true
 			st.cursor, st.cursorSt = bc, bs
 			s.cursors++
+		}
+	} else if st.calcFoundRows && res.resultSets > 0 {
+		// relay counted the rows sent; FOUND_ROWS() wants the rows before
+		// LIMIT, which only the backend knows.
+		if r, err := bc.Exec("SELECT FOUND_ROWS()"); err == nil && len(r.Rows) == 1 && r.Rows[0][0] != nil {
+			s.foundRows, _ = strconv.ParseUint(*r.Rows[0][0], 10, 64)
 		}
 	}
 	s.release(bc)
