@@ -225,6 +225,13 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		default:
 			return s.fail(newErr(errNotSupported, "COM_SET_OPTION: unknown option %d", binary16(p[1:])))
 		}
+		if bc := s.pinned; bc != nil {
+			// Pooled connections take the setting when next used; the
+			// pinned one answers the next statement, so it takes it now.
+			if err := bc.Sync(s.db, s.multi, s.state); err != nil {
+				return s.backendFailed(bc, err)
+			}
+		}
 		// Answered like the end of a result set: with CLIENT_DEPRECATE_EOF
 		// that is the 0xfe-headed OK, as MySQL and MariaDB send.
 		if s.caps&mysql.CLIENT_DEPRECATE_EOF != 0 {
@@ -303,7 +310,7 @@ func (s *Session) status() uint16 {
 		return wire.StatusAutocommit | wire.StatusInTrans
 	}
 	if s.pinned != nil {
-		return s.pinned.Status &^ wire.StatusMoreResultsExists
+		return s.pinned.Status &^ perStatementStatus
 	}
 	return wire.StatusAutocommit
 }
@@ -422,8 +429,11 @@ func (s *Session) query(p []byte) error {
 	sql := unsafe.String(unsafe.SliceData(p[1:]), len(p)-1) // valid until the next client read
 	info := router.Classify(sql)
 	if info.Flags&router.FlagMulti != 0 && !s.multi {
-		return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000",
-			Message: "You have an error in your SQL syntax; multi-statements are disabled on this connection"})
+		// Without multi-statements the server reads one statement: a
+		// compound one (CREATE PROCEDURE ... BEGIN ...; ...; END) or a
+		// syntax error with the server's own message. The backend
+		// connection is synced to the client's setting: let it answer.
+		info.Flags &^= router.FlagMulti
 	}
 	if info.Flags&router.FlagMulti != 0 && s.route != nil && s.route.Sharded() {
 		if name := s.route.MentionsSharded(sql); name != "" {

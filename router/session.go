@@ -14,7 +14,8 @@ import (
 // Parser wraps the TiDB parser. It is not safe for concurrent use: each
 // session owns one, created on first need.
 type Parser struct {
-	p *parser.Parser
+	p   *parser.Parser
+	aux *parser.Parser // for expressions built while p's AST is in use
 
 	// Scratch space of Schema.Plan: the cache key being looked up and the
 	// statement's literals.
@@ -119,7 +120,10 @@ func (p *Parser) RewriteSessionFuncs(sql string, v SessionValues) (out string, c
 	if len(stmts) != 1 {
 		return sql, false, nil
 	}
-	r := &sessionFuncRewriter{v: v}
+	if p.aux == nil {
+		p.aux = parser.New()
+	}
+	r := &sessionFuncRewriter{v: v, aux: p.aux}
 	if sel, ok := stmts[0].(*ast.SelectStmt); ok && sel.Fields != nil {
 		for _, f := range sel.Fields.Fields {
 			if f.Expr == nil || f.AsName.L != "" {
@@ -133,6 +137,9 @@ func (p *Parser) RewriteSessionFuncs(sql string, v SessionValues) (out string, c
 		}
 	}
 	stmts[0].Accept(r)
+	if r.err != nil {
+		return "", false, r.err
+	}
 	if r.n == 0 {
 		return sql, false, nil
 	}
@@ -144,8 +151,33 @@ func (p *Parser) RewriteSessionFuncs(sql string, v SessionValues) (out string, c
 }
 
 type sessionFuncRewriter struct {
-	v SessionValues
-	n int
+	v   SessionValues
+	n   int
+	aux *parser.Parser
+	err error
+}
+
+// The session functions' values are put in as expressions of the type the
+// function has (LAST_INSERT_ID() is BIGINT UNSIGNED NOT NULL, length 21;
+// ROW_COUNT() and FOUND_ROWS() BIGINT NOT NULL), so the client sees the
+// same column definition as from the server: a bare literal would be an INT
+// of its own width, and a binary-protocol row would not match the types
+// the PREPARE announced. Checked on MariaDB 10.11 by the e2e TestDiff.
+const (
+	lastInsertIDExpr = "IFNULL(CAST(CAST(%d AS CHAR(21)) AS UNSIGNED) + 0, CAST(0 AS UNSIGNED))"
+	identityExpr     = "CAST(CAST(%d AS CHAR(21)) AS UNSIGNED) + 0"
+	rowCountExpr     = "IFNULL(CAST(CAST(%d AS CHAR(20)) AS SIGNED), 0)"
+)
+
+// expr parses format with v into an expression (on the auxiliary parser:
+// the statement being rewritten belongs to the main one).
+func (r *sessionFuncRewriter) expr(format string, v any) ast.ExprNode {
+	stmts, _, err := r.aux.Parse("SELECT "+fmt.Sprintf(format, v), "", "")
+	if err != nil || len(stmts) != 1 {
+		r.err = fmt.Errorf("session function value: %v", err)
+		return ast.NewValueExpr(v, "", "")
+	}
+	return stmts[0].(*ast.SelectStmt).Fields.Fields[0].Expr
 }
 
 func (r *sessionFuncRewriter) Enter(n ast.Node) (ast.Node, bool) { return n, false }
@@ -157,14 +189,14 @@ func (r *sessionFuncRewriter) Leave(n ast.Node) (ast.Node, bool) {
 		case "last_insert_id":
 			if len(x.Args) == 0 {
 				r.n++
-				return ast.NewValueExpr(r.v.LastInsertID, "", ""), true
+				return r.expr(lastInsertIDExpr, r.v.LastInsertID), true
 			}
 		case "row_count":
 			r.n++
-			return ast.NewValueExpr(r.v.RowCount, "", ""), true
+			return r.expr(rowCountExpr, r.v.RowCount), true
 		case "found_rows":
 			r.n++
-			return ast.NewValueExpr(r.v.FoundRows, "", ""), true
+			return r.expr(rowCountExpr, r.v.FoundRows), true
 		case "connection_id":
 			r.n++
 			return ast.NewValueExpr(uint64(r.v.ConnectionID), "", ""), true
@@ -172,7 +204,7 @@ func (r *sessionFuncRewriter) Leave(n ast.Node) (ast.Node, bool) {
 	case *ast.VariableExpr:
 		if x.IsSystem && !x.IsGlobal && (x.Name == "identity" || x.Name == "last_insert_id") {
 			r.n++
-			return ast.NewValueExpr(r.v.LastInsertID, "", ""), true
+			return r.expr(identityExpr, r.v.LastInsertID), true
 		}
 	}
 	return n, true

@@ -40,10 +40,10 @@ func TestRewriteSessionFuncs(t *testing.T) {
 	p := NewParser()
 	v := SessionValues{LastInsertID: 42, RowCount: -1, FoundRows: 7, ConnectionID: 9}
 	cases := []struct{ in, out string }{
-		{"select last_insert_id()", "SELECT 42 AS `last_insert_id()`"},
-		{"SELECT @@identity, ROW_COUNT() rc", "SELECT 42 AS `@@identity`,-1 AS `rc`"},
-		{"select found_rows(), connection_id()", "SELECT 7 AS `found_rows()`,9 AS `connection_id()`"},
-		{"insert into t values (LAST_INSERT_ID())", "INSERT INTO `t` VALUES (42)"},
+		{"select last_insert_id()", "SELECT IFNULL(CAST(CAST(42 AS CHAR(21)) AS UNSIGNED)+0, CAST(0 AS UNSIGNED)) AS `last_insert_id()`"},
+		{"SELECT @@identity, ROW_COUNT() rc", "SELECT CAST(CAST(42 AS CHAR(21)) AS UNSIGNED)+0 AS `@@identity`,IFNULL(CAST(CAST(-1 AS CHAR(20)) AS SIGNED), 0) AS `rc`"},
+		{"select found_rows(), connection_id()", "SELECT IFNULL(CAST(CAST(7 AS CHAR(20)) AS SIGNED), 0) AS `found_rows()`,9 AS `connection_id()`"},
+		{"insert into t values (LAST_INSERT_ID())", "INSERT INTO `t` VALUES (IFNULL(CAST(CAST(42 AS CHAR(21)) AS UNSIGNED)+0, CAST(0 AS UNSIGNED)))"},
 		{"select last_insert_id(5)", "select last_insert_id(5)"},
 	}
 	for _, c := range cases {
