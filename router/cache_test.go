@@ -2,8 +2,11 @@ package router
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/keyshard/keyshard/router/shard"
 )
 
 func TestPlanCache(t *testing.T) {
@@ -95,5 +98,51 @@ func TestRouteHitAllocs(t *testing.T) {
 	}
 	if len(rt.Routes) != 1 || len(rt.Routes[0].SQL) != 1 {
 		t.Fatalf("routing %v, want one statement", rt.String())
+	}
+}
+
+// TestPlanCachePerSchema: plans belong to the Schema compiled from one
+// config. A reload compiles a new Schema, whose fresh cache never serves a
+// plan made under the old rules, while statements still running on the old
+// Schema keep its plans.
+func TestPlanCachePerSchema(t *testing.T) {
+	build := func(locations []int) *Schema {
+		t.Helper()
+		nodes := []string{"node1", "node2"}
+		s, err := NewSchema(SchemaConfig{Default: "node1", Nodes: nodes, Tables: []TableConfig{
+			{DB: "db", Table: "user", Key: "id", Nodes: nodes, Shard: shard.Config{Type: "hash", Nodes: 2, Locations: locations}},
+		}}, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	route := func(s *Schema) string {
+		t.Helper()
+		pl, lits, err := s.Plan(NewParser(), "SELECT c FROM user WHERE id = 7", "db", KindSelect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := pl.Bind(lits, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt.String()
+	}
+	old := build([]int{4, 4})
+	before := route(old)
+	if got := route(old); got != before || old.CacheStats().Hits != 1 {
+		t.Fatalf("second plan on the old schema: %q (hits %d), want a cache hit giving %q", got, old.CacheStats().Hits, before)
+	}
+	reloaded := build([]int{2, 2})
+	after := route(reloaded)
+	if after == before || !strings.Contains(after, "user_0003") {
+		t.Fatalf("after the rule change: %q, want id 7 on user_0003 of 4 sub-tables (old rules: %q)", after, before)
+	}
+	if reloaded.CacheStats().Hits != 0 {
+		t.Fatal("the new schema's cache served a plan it never made")
+	}
+	if got := route(old); got != before {
+		t.Fatalf("old schema after the reload: %q, want %q", got, before)
 	}
 }
