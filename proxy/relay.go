@@ -48,10 +48,6 @@ func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayR
 	var res relayResult
 	bp := bc.Packets()
 	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
-	lost := func(err error) error {
-		bc.MarkBroken()
-		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "connection lost during query", Err: err}
-	}
 	for {
 		// First packet of a result: OK, ERR, LOCAL INFILE or column count.
 		var p []byte
@@ -59,34 +55,18 @@ func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayR
 		if !fieldList {
 			p, err = bp.ReadPacket()
 			if err != nil {
-				return res, lost(err)
+				return res, lostConn(bc, err)
 			}
 			res.started = true
 			if len(p) == 0 {
-				return res, lost(wire.ErrMalformed)
+				return res, lostConn(bc, wire.ErrMalformed)
 			}
 			switch p[0] {
 			case wire.OKHeader:
-				ok, perr := wire.ParseOK(p)
-				if perr != nil {
-					return res, lost(perr)
+				if more, err := s.relayOK(bc, p); err != nil || !more {
+					return res, err
 				}
-				bc.Status = ok.Status
-				s.rowCount = int64(ok.AffectedRows)
-				if ok.InsertID != 0 {
-					s.lastInsertID = ok.InsertID
-				}
-				if ok.Status&wire.StatusSessionStateChange != 0 && !s.tracks() {
-					s.buf = wire.StripState(s.buf[:0], p)
-					p = s.buf
-				}
-				if err := s.pkt.WritePacket(p); err != nil {
-					return res, &clientError{err}
-				}
-				if ok.Status&wire.StatusMoreResultsExists != 0 {
-					continue
-				}
-				return res, nil
+				continue
 			case wire.ErrHeader:
 				res.err = wire.ParseErr(p)
 				if err := s.pkt.WritePacket(p); err != nil {
@@ -110,7 +90,7 @@ func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayR
 			// Column definitions.
 			n, _, perr := wire.ReadLenEncInt(p, 0)
 			if perr != nil {
-				return res, lost(perr)
+				return res, lostConn(bc, perr)
 			}
 			var changed uint16
 			if cols != nil {
@@ -123,7 +103,7 @@ func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayR
 			for range n {
 				cp, err := bp.ReadPacket()
 				if err != nil {
-					return res, lost(err)
+					return res, lostConn(bc, err)
 				}
 				if err := s.pkt.WritePacket(cp); err != nil {
 					return res, &clientError{err}
@@ -135,7 +115,7 @@ func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayR
 				// (status CURSOR_EXISTS) is that EOF, and the answer ends.
 				p, err = bp.ReadRaw()
 				if err != nil {
-					return res, lost(err)
+					return res, lostConn(bc, err)
 				}
 				if wire.IsEOF(p) {
 					if ok, perr := wire.ParseOK(p); perr == nil && ok.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
@@ -148,94 +128,138 @@ func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayR
 						return res, nil
 					}
 				}
-				// The status is the previous answer's, without its
-				// per-statement flags (a cursor's above all). The index-use
-				// flags MariaDB puts here are this statement's, which only
-				// its final packet tells: the previous statement's say
-				// nothing about this one, so none is claimed.
-				s.buf = wire.AppendEOF(s.buf[:0], 0, bc.Status&^perStatementStatus|changed)
-				if err := s.pkt.WritePacket(s.buf); err != nil {
-					return res, &clientError{err}
+				if err := s.writeColsEOF(bc, changed); err != nil {
+					return res, err
 				}
 			} else {
 				p = nil
 			}
 		}
 		res.resultSets++
-		var rows uint64
-		// Rows, relayed one physical packet at a time. p, if set, is the
-		// first one, already read.
-		cont := false
-		for {
-			rp := p
-			p = nil
-			if rp == nil {
-				rp, err = bp.ReadRaw()
-				if err != nil {
-					return res, lost(err)
-				}
+		if more, err := s.relayRows(bc, p, 0, fieldList, &res); err != nil || !more {
+			return res, err
+		}
+	}
+}
+
+// lostConn marks bc broken after a failed read or an answer that does not
+// decode.
+func lostConn(bc *backend.Conn, err error) error {
+	bc.MarkBroken()
+	return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "connection lost during query", Err: err}
+}
+
+// relayOK relays the OK packet p that ends a result (more: another
+// follows), recording what it says for the session.
+func (s *Session) relayOK(bc *backend.Conn, p []byte) (more bool, err error) {
+	ok, perr := wire.ParseOK(p)
+	if perr != nil {
+		return false, lostConn(bc, perr)
+	}
+	bc.Status = ok.Status
+	s.rowCount = int64(ok.AffectedRows)
+	if ok.InsertID != 0 {
+		s.lastInsertID = ok.InsertID
+	}
+	if ok.Status&wire.StatusSessionStateChange != 0 && !s.tracks() {
+		s.buf = wire.StripState(s.buf[:0], p)
+		p = s.buf
+	}
+	if err := s.pkt.WritePacket(p); err != nil {
+		return false, &clientError{err}
+	}
+	return ok.Status&wire.StatusMoreResultsExists != 0, nil
+}
+
+// writeColsEOF writes, for a client without CLIENT_DEPRECATE_EOF, the EOF
+// after a result set's column definitions (which backends, using
+// CLIENT_DEPRECATE_EOF, do not send). Its status is the previous answer's,
+// without its per-statement flags (a cursor's above all). The index-use
+// flags MariaDB puts there are this statement's, which only its final
+// packet tells: the previous statement's say nothing about this one, so
+// none is claimed.
+func (s *Session) writeColsEOF(bc *backend.Conn, changed uint16) error {
+	s.buf = wire.AppendEOF(s.buf[:0], 0, bc.Status&^perStatementStatus|changed)
+	if err := s.pkt.WritePacket(s.buf); err != nil {
+		return &clientError{err}
+	}
+	return nil
+}
+
+// relayRows relays the rows and the terminator of a result set whose
+// column definitions were written, one physical packet at a time. p, if
+// set, is the first packet, already read; rows counts rows already relayed.
+// more reports that another result follows.
+func (s *Session) relayRows(bc *backend.Conn, p []byte, rows uint64, fieldList bool, res *relayResult) (more bool, err error) {
+	bp := bc.Packets()
+	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
+	cont := false
+	for {
+		rp := p
+		p = nil
+		if rp == nil {
+			rp, err = bp.ReadRaw()
+			if err != nil {
+				return false, lostConn(bc, err)
 			}
-			if cont {
-				cont = len(rp) == wire.MaxPayload
-				if err := s.pkt.WriteRaw(rp); err != nil {
-					return res, &clientError{err}
-				}
-				continue
-			}
-			if len(rp) > 0 && rp[0] == wire.ErrHeader && len(rp) < wire.MaxPayload {
-				res.err = wire.ParseErr(rp)
-				if err := s.pkt.WriteRaw(rp); err != nil {
-					return res, &clientError{err}
-				}
-				s.rowCount = -1
-				s.foundRows = rows
-				return res, nil
-			}
-			if wire.IsEOF(rp) {
-				var warnings, status uint16
-				if fieldList {
-					warnings, status = wire.ParseEOF(rp)
-					if len(rp) >= 7 {
-						if ok, perr := wire.ParseOK(rp); perr == nil {
-							warnings, status = ok.Warnings, ok.Status
-						}
-					}
-				} else {
-					ok, perr := wire.ParseOK(rp)
-					if perr != nil {
-						return res, lost(perr)
-					}
-					warnings, status = ok.Warnings, ok.Status
-				}
-				bc.Status = status
-				if clientEOF || fieldList && len(rp) == 5 {
-					s.buf = wire.AppendEOF(s.buf[:0], warnings, status)
-					err = s.pkt.WritePacket(s.buf)
-				} else {
-					if status&wire.StatusSessionStateChange != 0 && !s.tracks() {
-						s.buf = wire.StripState(s.buf[:0], rp)
-						rp = s.buf
-					}
-					err = s.pkt.WriteRaw(rp)
-				}
-				if err != nil {
-					return res, &clientError{err}
-				}
-				if !fieldList {
-					s.rowCount = -1
-					s.foundRows = rows
-				}
-				res.rows += rows
-				if status&wire.StatusMoreResultsExists != 0 && !fieldList {
-					break
-				}
-				return res, nil
-			}
-			rows++
+		}
+		if cont {
 			cont = len(rp) == wire.MaxPayload
 			if err := s.pkt.WriteRaw(rp); err != nil {
-				return res, &clientError{err}
+				return false, &clientError{err}
 			}
+			continue
+		}
+		if len(rp) > 0 && rp[0] == wire.ErrHeader && len(rp) < wire.MaxPayload {
+			res.err = wire.ParseErr(rp)
+			if err := s.pkt.WriteRaw(rp); err != nil {
+				return false, &clientError{err}
+			}
+			s.rowCount = -1
+			s.foundRows = rows
+			return false, nil
+		}
+		if wire.IsEOF(rp) {
+			var warnings, status uint16
+			if fieldList {
+				warnings, status = wire.ParseEOF(rp)
+				if len(rp) >= 7 {
+					if ok, perr := wire.ParseOK(rp); perr == nil {
+						warnings, status = ok.Warnings, ok.Status
+					}
+				}
+			} else {
+				ok, perr := wire.ParseOK(rp)
+				if perr != nil {
+					return false, lostConn(bc, perr)
+				}
+				warnings, status = ok.Warnings, ok.Status
+			}
+			bc.Status = status
+			if clientEOF || fieldList && len(rp) == 5 {
+				s.buf = wire.AppendEOF(s.buf[:0], warnings, status)
+				err = s.pkt.WritePacket(s.buf)
+			} else {
+				if status&wire.StatusSessionStateChange != 0 && !s.tracks() {
+					s.buf = wire.StripState(s.buf[:0], rp)
+					rp = s.buf
+				}
+				err = s.pkt.WriteRaw(rp)
+			}
+			if err != nil {
+				return false, &clientError{err}
+			}
+			if !fieldList {
+				s.rowCount = -1
+				s.foundRows = rows
+			}
+			res.rows += rows
+			return status&wire.StatusMoreResultsExists != 0 && !fieldList, nil
+		}
+		rows++
+		cont = len(rp) == wire.MaxPayload
+		if err := s.pkt.WriteRaw(rp); err != nil {
+			return false, &clientError{err}
 		}
 	}
 }
