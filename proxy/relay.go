@@ -53,27 +53,14 @@ func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayR
 		var p []byte
 		var err error
 		if !fieldList {
-			p, err = bp.ReadPacket()
-			if err != nil {
-				return res, lostConn(bc, err)
+			var done bool
+			if p, done, err = s.readResult(bc, &res); done || err != nil {
+				return res, err
 			}
-			res.started = true
-			if len(p) == 0 {
-				return res, lostConn(bc, wire.ErrMalformed)
-			}
-			switch p[0] {
-			case wire.OKHeader:
-				if more, err := s.relayOK(bc, p); err != nil || !more {
-					return res, err
-				}
+			switch {
+			case p == nil: // an OK, and more follows
 				continue
-			case wire.ErrHeader:
-				res.err = wire.ParseErr(p)
-				if err := s.pkt.WritePacket(p); err != nil {
-					return res, &clientError{err}
-				}
-				return res, nil
-			case wire.LocalInfileHdr:
+			case p[0] == wire.LocalInfileHdr:
 				if err := s.localInfile(bc, p); err != nil {
 					if me, ok := err.(*mysql.MyError); ok {
 						res.err = me
@@ -140,6 +127,33 @@ func (s *Session) relayCols(bc *backend.Conn, fieldList bool, cols *int) (relayR
 			return res, err
 		}
 	}
+}
+
+// readResult reads the first packet of the next result of bc's answer and
+// relays it if it is an OK or an ERR: then p is nil, and done tells that
+// the answer is over. Otherwise p is the packet (a column count, or a LOCAL
+// INFILE request), not relayed.
+func (s *Session) readResult(bc *backend.Conn, res *relayResult) (p []byte, done bool, err error) {
+	p, err = bc.Packets().ReadPacket()
+	if err != nil {
+		return nil, true, lostConn(bc, err)
+	}
+	res.started = true
+	if len(p) == 0 {
+		return nil, true, lostConn(bc, wire.ErrMalformed)
+	}
+	switch p[0] {
+	case wire.OKHeader:
+		more, err := s.relayOK(bc, p)
+		return nil, err != nil || !more, err
+	case wire.ErrHeader:
+		res.err = wire.ParseErr(p)
+		if err := s.pkt.WritePacket(p); err != nil {
+			return nil, true, &clientError{err}
+		}
+		return nil, true, nil
+	}
+	return p, false, nil
 }
 
 // lostConn marks bc broken after a failed read or an answer that does not

@@ -473,26 +473,12 @@ func (s *Session) relayCall(bc *backend.Conn, st *prepared) (relayResult, error)
 	var res relayResult
 	bp := bc.Packets()
 	for {
-		p, err := bp.ReadPacket()
-		if err != nil {
-			return res, lostConn(bc, err)
+		p, done, err := s.readResult(bc, &res)
+		if done || err != nil {
+			return res, err
 		}
-		res.started = true
-		if len(p) == 0 {
-			return res, lostConn(bc, wire.ErrMalformed)
-		}
-		switch p[0] {
-		case wire.OKHeader:
-			if more, err := s.relayOK(bc, p); err != nil || !more {
-				return res, err
-			}
+		if p == nil {
 			continue
-		case wire.ErrHeader:
-			res.err = wire.ParseErr(p)
-			if err := s.pkt.WritePacket(p); err != nil {
-				return res, &clientError{err}
-			}
-			return res, nil
 		}
 		n, _, perr := wire.ReadLenEncInt(p, 0)
 		if perr != nil {
