@@ -58,8 +58,10 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		return true, s.fail(err)
 	}
 	if rt.Merge != "" {
-		return true, s.fail(newErr(errNotSupported, "keyshard: %s over %d sub-tables of sharded table %s needs a cross-shard merge, "+
-			"which is not supported yet; add the shard key %s to WHERE to reach one sub-table", rt.Merge, rt.Targets(), pl.Tables()[0].Table, pl.Tables()[0].Key))
+		return true, s.fail(mergeErr(rt, pl))
+	}
+	if rt.Spec != nil {
+		return true, s.merged(rt, false, sendQuery)
 	}
 	if rt.Targets() == 1 {
 		r := &rt.Routes[0]
@@ -144,6 +146,15 @@ func (s *Session) scatter(rt *router.Routing, info router.Info) error {
 		}
 		return bp.Flush()
 	})
+}
+
+// sendQuery sends a merge leg's statement as a COM_QUERY.
+func sendQuery(l *leg) error {
+	bp := l.bc.Packets()
+	if err := bp.WriteCommandString(mysql.COM_QUERY, l.route.SQL[0]); err != nil {
+		return err
+	}
+	return bp.Flush()
 }
 
 // fanOut runs rt's statements on one connection per node: send writes a
@@ -460,7 +471,7 @@ func (s *Session) explainShard(stmt string) error {
 				return s.fail(err)
 			}
 			if rt.Merge != "" {
-				return s.fail(newErr(errNotSupported, "keyshard: %s over %d sub-tables needs a cross-shard merge, which is not supported yet", rt.Merge, rt.Targets()))
+				return s.fail(mergeErr(rt, pl))
 			}
 			for _, e := range rt.Explain() {
 				rows = append(rows, []string{e[0], e[1], e[2]})

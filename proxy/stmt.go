@@ -381,15 +381,20 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		return s.fail(newErr(errNotSupported, "keyshard: a cursor over %d sub-tables of sharded table %s is not supported; "+
 			"add the shard key %s to WHERE to reach one sub-table", rt.Targets(), st.plan.Tables()[0].Table, st.plan.Tables()[0].Key))
 	}
+	if rt.Spec != nil {
+		return s.merged(rt, true, func(l *leg) error { return s.sendExecutes(l, st, ex, p) })
+	}
 	return s.fanOut(rt, st.kind == router.KindSelect, func(l *leg) error {
 		return s.sendExecutes(l, st, ex, p)
 	})
 }
 
+// mergeErr refuses a statement over several sub-tables whose result
+// needs a merge keyshard does not do (rt.Merge says which).
 func mergeErr(rt *router.Routing, pl *router.Plan) error {
 	t := pl.Tables()[0]
-	return newErr(errNotSupported, "keyshard: %s over %d sub-tables of sharded table %s needs a cross-shard merge, "+
-		"which is not supported yet; add the shard key %s to WHERE to reach one sub-table", rt.Merge, rt.Targets(), t.Table, t.Key)
+	return newErr(errNotSupported, "keyshard: statement over %d sub-tables of sharded table %s: %s; "+
+		"add the shard key %s to WHERE to reach one sub-table", rt.Targets(), t.Table, rt.Merge, t.Key)
 }
 
 // execOn runs one execution of st as sql on node n (nil: pinned or

@@ -126,6 +126,9 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 	if rt.Merge != "" {
 		return true, s.fail(mergeErr(rt, st.plan))
 	}
+	if rt.Spec != nil {
+		return true, s.merged(rt, false, sendQuery)
+	}
 	run := router.Info{Kind: st.kind}
 	if rt.Targets() == 1 {
 		r := &rt.Routes[0]

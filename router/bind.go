@@ -3,7 +3,9 @@ package router
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/keyshard/keyshard/router/shard"
@@ -82,7 +84,7 @@ func finishInsert(st *ast.InsertStmt, ip *insertPlan, params bool) error {
 			sb.WriteString(s)
 		}
 		sb.WriteByte(')')
-		ip.rows = append(ip.rows, parseTemplate(sb.String(), params))
+		ip.rows = append(ip.rows, parseTemplate(sb.String(), params, false))
 	}
 	return nil
 }
@@ -107,8 +109,14 @@ type Routing struct {
 	// the statement's first row (whose insert id MySQL reports).
 	FirstRoute, FirstSQL int
 	// Merge is set when several sub-tables answer a statement whose result
-	// needs a merge step.
+	// needs a merge step keyshard does not do: it says which.
 	Merge string
+	// Spec is set when several sub-tables answer a SELECT that the proxy
+	// merges; Offset and Count are its LIMIT (Count -1: none) and Args the
+	// values of the statement's literals, for its expressions.
+	Spec          *MergeSpec
+	Offset, Count int64
+	Args          []any
 
 	// Inline storage: a routing to one sub-table (the common case) needs
 	// no allocation beyond the Routing itself and its SQL.
@@ -180,7 +188,19 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 		// Nothing can match; one sub-table gives the right empty answer.
 		subs = []int{0}
 	}
-	if len(subs) > 1 && p.merge != "" {
+	tmpl, extra := p.tmpl, ""
+	var params []int
+	if len(subs) > 1 && p.spec != nil {
+		var err error
+		if extra, err = rt.bindMerge(p.spec, lits); err != nil {
+			return err
+		}
+		tmpl = p.mtmpl
+		if hasParams(lits) {
+			// The statement drops the parameters of HAVING and LIMIT.
+			params = tmpl.params([]int{}, lits, nil)
+		}
+	} else if len(subs) > 1 && p.merge != "" {
 		rt.Merge = p.merge
 	}
 	for _, i := range subs {
@@ -188,10 +208,10 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 			names[j] = tr.SubTableName(i)
 		}
 		var sb strings.Builder
-		sb.Grow(len(prefix) + p.tmpl.size())
+		sb.Grow(len(prefix) + tmpl.size())
 		sb.WriteString(prefix)
-		p.tmpl.render(&sb, names, lits, "")
-		rt.add(t.NodeOf(i), t.SubTableName(i), sb.String(), nil)
+		tmpl.render(&sb, names, lits, extra)
+		rt.add(t.NodeOf(i), t.SubTableName(i), sb.String(), params)
 	}
 	if len(p.unsharded) > 0 {
 		for _, r := range rt.Routes {
@@ -202,6 +222,52 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// bindMerge binds a merge: the literal values its expressions use and the
+// LIMIT. It returns the LIMIT each sub-table runs ("" when none).
+func (rt *Routing) bindMerge(spec *MergeSpec, lits []Literal) (string, error) {
+	rt.Spec = spec
+	rt.Args = make([]any, len(lits))
+	for i := range lits {
+		rt.Args[i] = LitValue(lits[i])
+	}
+	rt.Count = -1
+	if spec.Count == nil {
+		return "", nil
+	}
+	n, err := rt.limitArg(spec.Count)
+	if err != nil {
+		return "", err
+	}
+	var off int64
+	if spec.Offset != nil {
+		if off, err = rt.limitArg(spec.Offset); err != nil {
+			return "", err
+		}
+	}
+	rt.Offset, rt.Count = off, n
+	sum := uint64(off) + uint64(n)
+	if sum > math.MaxInt64 {
+		sum = math.MaxInt64
+	}
+	return strconv.FormatUint(sum, 10), nil
+}
+
+func (rt *Routing) limitArg(e *Expr) (int64, error) {
+	v := e.Val
+	if e.Op == ExprLit {
+		v = rt.Args[e.Lit]
+	}
+	switch x := v.(type) {
+	case int64:
+		if x >= 0 {
+			return x, nil
+		}
+	case uint64:
+		return int64(min(x, math.MaxInt64)), nil
+	}
+	return 0, errorf("LIMIT takes non-negative integers, not %v", v)
 }
 
 func keyErr(t *TableRule, err error) error {

@@ -34,9 +34,11 @@ type Plan struct {
 	cond      *cond        // which sub-tables the WHERE allows; nil = all
 	tmpl      template
 	insert    *insertPlan
-	merge     string   // non-empty: why a result from several sub-tables needs a merge keyshard lacks
-	unsharded []string // unsharded tables also referenced: the route must be the default node
-	def       string   // default node
+	merge     string     // non-empty: why a result from several sub-tables needs a merge keyshard lacks
+	spec      *MergeSpec // the merge of a SELECT answered by several sub-tables
+	mtmpl     template   // what each sub-table runs then
+	unsharded []string   // unsharded tables also referenced: the route must be the default node
+	def       string     // default node
 	nparams   int
 }
 
@@ -199,7 +201,7 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		where = st.Where
 		pl.merge = selectMerge(st)
 	case *ast.SetOprStmt:
-		pl.merge = "UNION"
+		pl.merge = "UNION over several sub-tables is not supported"
 	case *ast.UpdateStmt:
 		where = st.Where
 		for _, a := range st.List {
@@ -208,12 +210,12 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 			}
 		}
 		if st.Limit != nil || st.Order != nil {
-			pl.merge = "ORDER BY/LIMIT"
+			pl.merge = "UPDATE/DELETE with ORDER BY or LIMIT over several sub-tables is not supported"
 		}
 	case *ast.DeleteStmt:
 		where = st.Where
 		if st.Limit != nil || st.Order != nil {
-			pl.merge = "ORDER BY/LIMIT"
+			pl.merge = "UPDATE/DELETE with ORDER BY or LIMIT over several sub-tables is not supported"
 		}
 	case *ast.InsertStmt:
 		if err := b.buildInsert(st, sharded); err != nil {
@@ -234,9 +236,34 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		}
 		ins.Lists = [][]ast.ExprNode{{ast.NewValueExpr(int64(rowsMarker), "", "")}}
 	}
+	text, err := restoreStmt(stmt)
+	if err != nil {
+		return nil, err
+	}
+	pl.tmpl = parseTemplate(text, params, false)
+	if sel, ok := stmt.(*ast.SelectStmt); ok && pl.merge != "" {
+		spec, err := b.buildMerge(sel)
+		var un *errMergeUnsupported
+		switch {
+		case errors.As(err, &un):
+			pl.merge = strings.TrimPrefix(un.msg, "keyshard: ")
+		case err != nil:
+			return nil, err
+		default:
+			if text, err = restoreStmt(stmt); err != nil {
+				return nil, err
+			}
+			pl.spec, pl.mtmpl = spec, parseTemplate(text, params, true)
+		}
+	}
+	return pl, nil
+}
+
+// restoreStmt restores a planned statement as MariaDB reads it.
+func restoreStmt(stmt ast.StmtNode) (string, error) {
 	text, err := restore(stmt)
 	if err != nil {
-		return nil, errorf("cannot rewrite the statement: %v", err)
+		return "", errorf("cannot rewrite the statement: %v", err)
 	}
 	if sel, ok := stmt.(*ast.SelectStmt); ok && sel.LockInfo != nil && sel.LockInfo.LockType == ast.SelectLockForShare &&
 		strings.HasSuffix(text, " FOR SHARE") {
@@ -244,8 +271,7 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		// before 10.12 does not know.
 		text = strings.TrimSuffix(text, " FOR SHARE") + " LOCK IN SHARE MODE"
 	}
-	pl.tmpl = parseTemplate(text, params)
-	return pl, nil
+	return text, nil
 }
 
 // collect finds every table the statement names, with its alias.
@@ -641,6 +667,6 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 	if err != nil {
 		return nil, errorf("cannot rewrite the statement: %v", err)
 	}
-	b.plan.tmpl = parseTemplate(text, false)
+	b.plan.tmpl = parseTemplate(text, false, false)
 	return b.plan, nil
 }

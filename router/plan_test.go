@@ -131,6 +131,9 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 	}
 	out.Routes = rt.Explain()
 	out.Merge = rt.Merge
+	if rt.Spec != nil {
+		out.Merge = rt.Spec.String()
+	}
 	for _, r := range rt.Routes {
 		for i := range r.SQL {
 			if r.Params != nil {

@@ -31,6 +31,7 @@ const (
 	segParam
 	segTable
 	segRows
+	segLimit
 )
 
 type segment struct {
@@ -62,8 +63,10 @@ func restore(n ast.Node) (string, error) {
 
 func tableMarker(i int) string { return "__ks_t" + strconv.Itoa(i) + "__" }
 
-// parseTemplate splits restored text at its markers.
-func parseTemplate(s string, params bool) template {
+// parseTemplate splits restored text at its markers: table markers always,
+// literal markers in a shape (params), the LIMIT marker in a merge's
+// statement (merge).
+func parseTemplate(s string, params, merge bool) template {
 	var t template
 	start := 0
 	flush := func(end int) {
@@ -88,7 +91,7 @@ func parseTemplate(s string, params bool) template {
 				}
 			}
 			i = j
-		case params && c >= '0' && c <= '9' && (i == 0 || !isIdent(s[i-1])):
+		case (params || merge) && c >= '0' && c <= '9' && (i == 0 || !isIdent(s[i-1])):
 			j := i
 			for j < n && s[j] >= '0' && s[j] <= '9' {
 				j++
@@ -96,6 +99,11 @@ func parseTemplate(s string, params bool) template {
 			if j-i == 13 && (j == n || !isIdent(s[j])) {
 				v, _ := strconv.ParseInt(s[i:j], 10, 64)
 				switch {
+				case v == limitMarker && merge:
+					flush(i)
+					t = append(t, segment{kind: segLimit})
+					start = j
+				case !params:
 				case v == rowsMarker:
 					// Restored as (rowsMarker): the parentheses go with it.
 					if i > 0 && s[i-1] == '(' && j < n && s[j] == ')' {
@@ -122,9 +130,9 @@ func parseTemplate(s string, params bool) template {
 	return t
 }
 
-// render appends the template with the given sub-table names, literal texts
-// and, for INSERT, the rendered rows.
-func (t template) render(b *strings.Builder, tables []string, lits []Literal, rows string) {
+// render appends the template with the given sub-table names, literal
+// texts and extra: for INSERT the rendered rows, for a merge the LIMIT.
+func (t template) render(b *strings.Builder, tables []string, lits []Literal, extra string) {
 	for _, s := range t {
 		switch s.kind {
 		case segText:
@@ -135,8 +143,8 @@ func (t template) render(b *strings.Builder, tables []string, lits []Literal, ro
 			b.WriteByte('`')
 			b.WriteString(strings.ReplaceAll(tables[s.n], "`", "``"))
 			b.WriteByte('`')
-		case segRows:
-			b.WriteString(rows)
+		case segRows, segLimit:
+			b.WriteString(extra)
 		}
 	}
 }

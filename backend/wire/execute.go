@@ -123,7 +123,7 @@ func ParseExecute(p []byte, nparams int, prevTypes []byte, long func(i int) bool
 			e.Spans[i] = [2]int{pos, pos}
 			continue
 		}
-		n, err := valueLen(e.Types[2*i], p, pos)
+		n, err := ValueLen(e.Types[2*i], p, pos)
 		if err != nil {
 			return nil, fmt.Errorf("%w: parameter %d: %v", ErrBadExecute, i+1, err)
 		}
@@ -136,8 +136,8 @@ func ParseExecute(p []byte, nparams int, prevTypes []byte, long func(i int) bool
 	return e, nil
 }
 
-// valueLen returns the size of a binary-protocol value of type t at p[pos:].
-func valueLen(t byte, p []byte, pos int) (int, error) {
+// ValueLen returns the size of a binary-protocol value of type t at p[pos:].
+func ValueLen(t byte, p []byte, pos int) (int, error) {
 	switch t {
 	case TypeNull:
 		return 0, nil

@@ -43,6 +43,7 @@ type Config struct {
 	ShutdownTimeout    Duration `yaml:"shutdown_timeout"`     // default 10s
 	MaxAllowedPacket   int      `yaml:"max_allowed_packet"`   // default 64 MiB
 	StmtCacheSize      int      `yaml:"stmt_cache_size"`      // prepared statements kept per backend connection, default 64
+	MaxMergeRows       int      `yaml:"max_merge_rows"`       // groups a cross-shard merge may hold to re-sort, default 100000
 	TLSCert            string   `yaml:"tls_cert"`             // PEM paths; both or neither
 	TLSKey             string   `yaml:"tls_key"`
 	RSAKey             string   `yaml:"rsa_key"`             // PEM private key for caching_sha2 full auth; empty = generated at start

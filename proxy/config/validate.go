@@ -30,6 +30,7 @@ const (
 	defaultLogMaxAgeDays = 7
 	defaultMaxConnsLimit = 16
 	defaultStmtCache     = 64
+	defaultMaxMergeRows  = 100000
 
 	minMaxPacket = 1 << 10 // MySQL's own bounds for max_allowed_packet
 	maxMaxPacket = 1 << 30
@@ -91,6 +92,7 @@ func (c *Config) ApplyDefaults() {
 	dur(&c.ShutdownTimeout, defaultShutdown)
 	num(&c.MaxAllowedPacket, defaultMaxPacket)
 	num(&c.StmtCacheSize, defaultStmtCache)
+	num(&c.MaxMergeRows, defaultMaxMergeRows)
 	str(&c.DefaultAuthPlugin, defaultAuthPlugin)
 	num(&c.LogMaxSizeMB, defaultLogMaxSizeMB)
 	omitted(&c.LogMaxBackups, "log_max_backups", defaultLogMaxBackups)
@@ -144,7 +146,7 @@ func (c *Config) validateTop(p *problems) {
 		{"client_write_buffer", c.ClientWriteBuffer}, {"backend_write_buffer", c.BackendWriteBuffer},
 		{"read_buffer", c.ReadBuffer}, {"pool_min_idle", c.PoolMinIdle},
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
-		{"stmt_cache_size", c.StmtCacheSize},
+		{"stmt_cache_size", c.StmtCacheSize}, {"max_merge_rows", c.MaxMergeRows},
 	} {
 		if n.val < 0 {
 			p.add(at(n.key), n.key, "must not be negative, got %d", n.val)
