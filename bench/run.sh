@@ -6,7 +6,7 @@
 #                [--skip-big] [--ks-bin=PATH] [--out=FILE] [--down] [--self-test]
 #
 # Every option can also be given as an environment variable (WORKLOADS,
-# THREADS, TIME, ROUNDS, SKIP_BIG=1, SKIP_SHARD=1, SHARD_THREADS, SKIP_PS=1,
+# THREADS, TIME, ROUNDS, SKIP_BIG=1, SKIP_SHARD=1, SHARD_THREADS, SKIP_PS=1, SKIP_MERGE=1,
 # PS_WORKLOADS, PS_THREADS, KS_BIN, OUT,
 # DOWN=1, SELF_TEST=1);
 # flags win over the environment.
@@ -24,6 +24,7 @@ SKIP_BIG=${SKIP_BIG:-0}
 SKIP_SHARD=${SKIP_SHARD:-0}
 SHARD_THREADS=${SHARD_THREADS:-16}
 SKIP_PS=${SKIP_PS:-0}
+SKIP_MERGE=${SKIP_MERGE:-0}
 PS_WORKLOADS=${PS_WORKLOADS:-oltp_point_select oltp_read_write}
 PS_THREADS=${PS_THREADS:-16}
 KS_BIN=${KS_BIN:-}
@@ -49,7 +50,7 @@ while (($#)); do
 	shift
 	case $arg in
 	--*=*) name=${arg%%=*} val=${arg#*=} ;;
-	--skip-big | --skip-shard | --skip-ps | --down | --self-test | -h | --help) name=$arg val=1 ;;
+	--skip-big | --skip-shard | --skip-ps | --skip-merge | --down | --self-test | -h | --help) name=$arg val=1 ;;
 	--*)
 		(($#)) || usage
 		name=$arg val=$1
@@ -64,6 +65,7 @@ while (($#)); do
 	--rounds) ROUNDS=$val ;;
 	--skip-big) SKIP_BIG=$val ;;
 	--skip-shard) SKIP_SHARD=$val ;;
+	--skip-merge) SKIP_MERGE=$val ;;
 	--skip-ps) SKIP_PS=$val ;;
 	--ks-bin) KS_BIN=$val ;;
 	--out) OUT=$val ;;
@@ -174,6 +176,7 @@ mysql_at() {
 # Two backends: the second is node2 of the sharded run.
 scripts/backends.sh up 2 "$DIRECT_PORT" >&2
 [[ $SELF_TEST != 1 ]] || SKIP_SHARD=1
+[[ $SELF_TEST != 1 ]] || SKIP_MERGE=1
 
 if [[ $SELF_TEST != 1 ]]; then
 	if [[ -z $KS_BIN ]]; then
@@ -215,6 +218,13 @@ schema_list:
     shard:
       - db: sbshard
         table: sbtest1
+        key: id
+        nodes: [node1, node2]
+        type: hash
+        locations: [4, 4]
+      # The merge run's table: 1,000,000 rows over 8 sub-tables.
+      - db: sbshard
+        table: big
         key: id
         nodes: [node1, node2]
         type: hash
@@ -305,25 +315,33 @@ OLTP_RSS=
 [[ $SELF_TEST == 1 ]] || OLTP_RSS=$(vm_kib "$KS_PID" VmHWM)
 
 # ---------------------------------------------------------------- 1M rows
+# make_big PORT DB TABLE WHERE: a table of big's shape with the rows of
+# 1..BIG_ROWS that WHERE keeps, unless it has them already.
+make_big() {
+	local port=$1 db=$2 table=$3 where=$4 want=$5
+	rows=$(mysql_at "$port" -N "$db" -e "SELECT COUNT(*) FROM $table" 2>/dev/null || echo 0)
+	[[ $rows != "$want" ]] || return 0
+	log "creating $db.$table on 127.0.0.1:$port with $want rows"
+	# As root over the socket, without binlogging the bulk insert.
+	scripts/backends.sh sql "$port" "
+		SET SESSION sql_log_bin = 0;
+		CREATE DATABASE IF NOT EXISTS $db;
+		USE $db;
+		DROP TABLE IF EXISTS $table;
+		CREATE TABLE $table (
+		  id  INT UNSIGNED NOT NULL PRIMARY KEY,
+		  k   INT UNSIGNED NOT NULL,
+		  c   CHAR(120) NOT NULL,
+		  pad CHAR(60) NOT NULL
+		) ENGINE=InnoDB;
+		INSERT INTO $table
+		  SELECT seq, seq % 100003, CONCAT_WS('-', MD5(seq), MD5(seq + 1), MD5(seq + 2)), MD5(seq * 31)
+		  FROM seq_1_to_${BIG_ROWS} WHERE $where;" >&2
+}
+if [[ $SKIP_BIG != 1 || $SKIP_MERGE != 1 ]]; then
+	make_big "$DIRECT_PORT" sbtest big 1 "$BIG_ROWS"
+fi
 if [[ $SKIP_BIG != 1 ]]; then
-	rows=$(mysql_at "$DIRECT_PORT" -N sbtest -e 'SELECT COUNT(*) FROM big' 2>/dev/null || echo 0)
-	if [[ $rows != "$BIG_ROWS" ]]; then
-		log "creating sbtest.big with $BIG_ROWS rows"
-		# As root over the socket, without binlogging the bulk insert.
-		scripts/backends.sh sql "$DIRECT_PORT" "
-			SET SESSION sql_log_bin = 0;
-			USE sbtest;
-			DROP TABLE IF EXISTS big;
-			CREATE TABLE big (
-			  id  INT UNSIGNED NOT NULL PRIMARY KEY,
-			  k   INT UNSIGNED NOT NULL,
-			  c   CHAR(120) NOT NULL,
-			  pad CHAR(60) NOT NULL
-			) ENGINE=InnoDB;
-			INSERT INTO big
-			  SELECT seq, seq % 100003, CONCAT_WS('-', MD5(seq), MD5(seq + 1), MD5(seq + 2)), MD5(seq * 31)
-			  FROM seq_1_to_${BIG_ROWS};" >&2
-	fi
 	# Peak RSS of the streaming test alone: reset VmHWM to the current RSS.
 	if [[ $SELF_TEST != 1 ]]; then
 		echo 5 >"/proc/$KS_PID/clear_refs" 2>/dev/null || log "cannot reset VmHWM; peak RSS covers the whole run"
@@ -412,6 +430,27 @@ if [[ $SKIP_SHARD != 1 ]]; then
 			fi
 		done
 	done
+fi
+
+# ---------------------------------------------------------------- merge
+# Scatter-gather (bench/mergebench): sbshard.big is sbtest.big's rows over
+# 8 sub-tables (id % 8), filled directly on the backends.
+MERGE_REPORT=
+if [[ $SKIP_MERGE != 1 ]]; then
+	for i in 0 1 2 3 4 5 6 7; do
+		port=$DIRECT_PORT
+		((i < 4)) || port=$((DIRECT_PORT + 1))
+		want=$(((BIG_ROWS - i + 8) / 8))
+		((i > 0)) || want=$((BIG_ROWS / 8))
+		make_big "$port" sbshard "big_000$i" "seq % 8 = $i" "$want"
+	done
+	ks_alive
+	if MERGE_REPORT=$(go run ./bench/mergebench -proxy "$KS_ADDR" -nodes "127.0.0.1:$DIRECT_PORT,127.0.0.1:$((DIRECT_PORT + 1))" \
+		-pid "$KS_PID" -rounds "$ROUNDS"); then
+		log "merge: done"
+	else
+		FAILED=1
+	fi
 fi
 
 # ---------------------------------------------------------------- prepared
@@ -531,6 +570,7 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 			echo "| ${wl#oltp_} | $dq | $pq | $tq | $(ratio "$pq" "$tq") | $(ratio "$pq" "$dq") | $(mean "ps/$wl/ps/p" "ps/$wl/ps/n" %.2f) |"
 		done
 	fi
+	[[ -z $MERGE_REPORT ]] || echo "$MERGE_REPORT"
 	if ((FAILED)); then
 		echo
 		echo "Some runs failed (see stderr); their rows are means over the runs that passed, or '-'."
