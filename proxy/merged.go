@@ -23,6 +23,13 @@ func (s *Session) merged(rt *router.Routing, binary bool, send func(l *leg) erro
 			"which runs on a connection per sub-table and so cannot see an open transaction; run it outside the transaction "+
 			"or add the shard key to WHERE (the transaction is still open)", rt.Targets(), rt.Spec.Table))
 	}
+	for i := range rt.Routes {
+		r := &rt.Routes[i]
+		if max := s.srv.nodes[r.Node].Master.Options().MaxConns; len(r.SQL) > max {
+			return s.fail(newErr(errNotSupported, "keyshard: merging %d sub-tables of sharded table %s on node %s needs a connection per sub-table, "+
+				"more than its max_conns_limit %d; raise max_conns_limit or add the shard key to WHERE", len(r.SQL), rt.Spec.Table, r.Node, max))
+		}
+	}
 	legs := make([]leg, 0, rt.Targets())
 	routes := make([]router.Route, 0, rt.Targets())
 	releaseAll := func() {
@@ -57,7 +64,10 @@ func (s *Session) merged(rt *router.Routing, binary bool, send func(l *leg) erro
 	for i := range legs {
 		if err := send(&legs[i]); err != nil {
 			var me *mysql.MyError
-			if errors.As(err, &me) && !legs[i].bc.Broken() && i == 0 {
+			if errors.As(err, &me) {
+				err = legError(&legs[i], me) // refused (PREPARE): name the sub-table
+			}
+			if me != nil && !legs[i].bc.Broken() && i == 0 {
 				releaseAll()
 				return s.fail(err)
 			}
@@ -124,7 +134,6 @@ func (s *Session) cancelLegs(legs []leg) {
 type legSource struct {
 	l        *leg
 	warnings *uint16
-	err      error
 }
 
 func (src *legSource) Next() ([]byte, error) {
@@ -139,9 +148,9 @@ func (src *legSource) Next() ([]byte, error) {
 	switch {
 	case len(p) > 0 && p[0] == wire.ErrHeader:
 		l.finished = true
+		err := legError(l, wire.ParseErr(p))
 		l.done++
-		src.err = legError(l, wire.ParseErr(p))
-		return nil, src.err
+		return nil, err
 	case wire.IsEOF(p):
 		ok, perr := wire.ParseOK(p)
 		if perr != nil {

@@ -84,7 +84,7 @@ func finishInsert(st *ast.InsertStmt, ip *insertPlan, params bool) error {
 			sb.WriteString(s)
 		}
 		sb.WriteByte(')')
-		ip.rows = append(ip.rows, parseTemplate(sb.String(), params, false))
+		ip.rows = append(ip.rows, parseTemplate(sb.String(), params, false, nil))
 	}
 	return nil
 }

@@ -66,10 +66,13 @@ type MergeSpec struct {
 }
 
 // SortKey is one key of the sub-tables' common order: hidden column Col
-// holds the value, Col+1 its weight string.
+// holds the value, Col+1 its weight string; or, with Visible, the
+// client's column Col (ORDER BY a position with * in the select list),
+// whose strings compare by an approximation of their collation.
 type SortKey struct {
-	Col  int
-	Desc bool
+	Col     int
+	Desc    bool
+	Visible bool
 }
 
 // FinalKey is one key of a re-sort.
@@ -313,7 +316,7 @@ func (m *mergeBuilder) resolve(e ast.ExprNode, group bool) (ast.ExprNode, error)
 			return nil, errPositional
 		}
 		if m.wild {
-			return nil, unsupported("ORDER BY/GROUP BY position with * in the select list over several sub-tables is not supported")
+			return e, nil // sortMode takes it as it is
 		}
 		if x.N < 1 || x.N > len(m.fields) {
 			return nil, unsupported("ORDER BY/GROUP BY position %d is out of range", x.N)
@@ -433,16 +436,16 @@ func (m *mergeBuilder) sortMode(grouped bool) error {
 	}
 	if m.st.OrderBy != nil {
 		for _, it := range m.st.OrderBy.Items {
-			e, err := m.resolve(it.Expr, false)
+			e, err := m.orderExpr(it.Expr)
 			if err != nil {
 				return err
 			}
-			if m.wild {
-				if _, pos := it.Expr.(*ast.PositionExpr); pos {
-					return unsupported("ORDER BY position with * in the select list over several sub-tables is not supported")
-				}
+			if pos, ok := it.Expr.(*ast.PositionExpr); ok && m.wild && pos.P == nil {
+				// The position of a column of *: compared as it comes.
+				m.spec.Sort = append(m.spec.Sort, SortKey{Col: pos.N - 1, Desc: it.Desc, Visible: true})
+				continue
 			}
-			j, err := m.value(m.substAliases(e))
+			j, err := m.value(e)
 			if err != nil {
 				return err
 			}
@@ -490,7 +493,7 @@ func (m *mergeBuilder) groupedMode() error {
 	spec.Fields = make([]*Expr, len(m.fields))
 	for i, f := range m.fields {
 		if hasAgg(f.Expr) {
-			x, err := m.expr(f.Expr)
+			x, err := m.convert(f.Expr) // no aliases in scope in the select list
 			if err != nil {
 				return err
 			}
@@ -511,6 +514,11 @@ func (m *mergeBuilder) groupedMode() error {
 	desc := make([]bool, 0, len(keys))
 	used := make([]bool, len(keys))
 	pushed := true
+	if st.OrderBy != nil && len(st.OrderBy.Items) == 1 {
+		if v, ok := st.OrderBy.Items[0].Expr.(*driver.ValueExpr); ok && v.GetValue() == nil {
+			st.OrderBy = nil // ORDER BY NULL: any order, no re-sort
+		}
+	}
 	if st.OrderBy != nil {
 		for _, it := range st.OrderBy.Items {
 			e, err := m.resolve(it.Expr, false)
@@ -542,11 +550,11 @@ func (m *mergeBuilder) groupedMode() error {
 		order, desc = order[:0], desc[:0]
 		clear(used)
 		for _, it := range st.OrderBy.Items {
-			e, err := m.resolve(it.Expr, false)
+			e, err := m.orderExpr(it.Expr)
 			if err != nil {
 				return err
 			}
-			x, err := m.expr(e)
+			x, err := m.convert(e)
 			if err != nil {
 				return err
 			}
@@ -610,8 +618,21 @@ func (m *mergeBuilder) expr(e ast.ExprNode) (*Expr, error) {
 	return m.convert(m.substAliases(e))
 }
 
+// orderExpr is the expression an ORDER BY item stands for: a position or
+// an alias is the select list's expression as it is (aliases are not in
+// scope inside it); any other expression has the aliases it names
+// replaced.
+func (m *mergeBuilder) orderExpr(it ast.ExprNode) (ast.ExprNode, error) {
+	e, err := m.resolve(it, false)
+	if err != nil || e != it {
+		return e, err
+	}
+	return m.substAliases(e), nil
+}
+
 // substAliases replaces the select-list aliases e names by their
-// expressions.
+// expressions, parenthesized. It rewrites e in place; the select list's
+// expressions it inserts are shared and never visited again.
 func (m *mergeBuilder) substAliases(e ast.ExprNode) ast.ExprNode {
 	n, _ := e.Accept(&aliasSubst{m: m})
 	return n.(ast.ExprNode)
@@ -629,8 +650,8 @@ func (v *aliasSubst) Enter(n ast.Node) (ast.Node, bool) {
 
 func (v *aliasSubst) Leave(n ast.Node) (ast.Node, bool) {
 	if c, ok := n.(*ast.ColumnNameExpr); ok {
-		if r, err := v.m.resolve(c, true); err == nil {
-			return r, true
+		if r, err := v.m.resolve(c, true); err == nil && r != n {
+			return &ast.ParenthesesExpr{Expr: r}, true
 		}
 	}
 	return n, true

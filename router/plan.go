@@ -89,8 +89,23 @@ func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Lit
 		s.cache.put(key, pl)
 		return pl, lits, nil
 	}
-	// The shape may not parse where the grammar wants a literal; plan the
-	// statement as written (not cached: its literals are baked in).
+	// The shape may not parse where the grammar wants a literal, or the
+	// plan may depend on one (ORDER BY 2); plan the statement as written
+	// (not cached: its literals are baked in), keeping a prepared
+	// statement's own parameters as parameters.
+	var params []Literal
+	for _, l := range lits {
+		if l.Kind == LitParam {
+			params = append(params, l)
+		}
+	}
+	if len(params) > 0 {
+		pl, err2 := s.build(p, sql, db, kind, true, len(params))
+		if err2 != nil {
+			return nil, nil, err2
+		}
+		return pl, params, nil
+	}
 	pl, err2 := s.build(p, sql, db, kind, false, 0)
 	if err2 != nil {
 		return nil, nil, err2
@@ -137,10 +152,11 @@ type tableRef struct {
 }
 
 type builder struct {
-	s    *Schema
-	db   string
-	plan *Plan
-	refs []*tableRef
+	s       *Schema
+	db      string
+	plan    *Plan
+	refs    []*tableRef
+	aliases []template // the names nameFields gave the select list
 }
 
 func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
@@ -225,6 +241,9 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	if where != nil {
 		pl.cond = b.condOf(where)
 	}
+	if sel, ok := stmt.(*ast.SelectStmt); ok {
+		b.aliases = nameFields(sel, params)
+	}
 	if params {
 		replaceParams(stmt, &pl.nparams)
 	}
@@ -240,7 +259,7 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl.tmpl = parseTemplate(text, params, false)
+	pl.tmpl = parseTemplate(text, params, false, b.aliases)
 	if sel, ok := stmt.(*ast.SelectStmt); ok && pl.merge != "" {
 		spec, err := b.buildMerge(sel)
 		var un *errMergeUnsupported
@@ -253,7 +272,7 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 			if text, err = restoreStmt(stmt); err != nil {
 				return nil, err
 			}
-			pl.spec, pl.mtmpl = spec, parseTemplate(text, params, true)
+			pl.spec, pl.mtmpl = spec, parseTemplate(text, params, true, b.aliases)
 		}
 	}
 	return pl, nil
@@ -667,6 +686,6 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 	if err != nil {
 		return nil, errorf("cannot rewrite the statement: %v", err)
 	}
-	b.plan.tmpl = parseTemplate(text, false, false)
+	b.plan.tmpl = parseTemplate(text, false, false, nil)
 	return b.plan, nil
 }

@@ -2,11 +2,13 @@ package router
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
+	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
 )
 
 // A template is a statement restored from its AST once, at plan time, with
@@ -32,12 +34,14 @@ const (
 	segTable
 	segRows
 	segLimit
+	segAlias
 )
 
 type segment struct {
-	kind segKind
-	text string
-	n    int // parameter order or table index
+	kind  segKind
+	text  string
+	n     int      // parameter order or table index
+	alias template // segAlias: the name, text and parameters
 }
 
 type template []segment
@@ -66,7 +70,7 @@ func tableMarker(i int) string { return "__ks_t" + strconv.Itoa(i) + "__" }
 // parseTemplate splits restored text at its markers: table markers always,
 // literal markers in a shape (params), the LIMIT marker in a merge's
 // statement (merge).
-func parseTemplate(s string, params, merge bool) template {
+func parseTemplate(s string, params, merge bool, aliases []template) template {
 	var t template
 	start := 0
 	flush := func(end int) {
@@ -87,6 +91,13 @@ func parseTemplate(s string, params, merge bool) template {
 				if k, err := strconv.Atoi(name[6 : len(name)-2]); err == nil {
 					flush(i)
 					t = append(t, segment{kind: segTable, n: k})
+					start = j
+				}
+			}
+			if strings.HasPrefix(name, "__ks_a") && strings.HasSuffix(name, "__") {
+				if k, err := strconv.Atoi(name[6 : len(name)-2]); err == nil && k < len(aliases) {
+					flush(i)
+					t = append(t, segment{kind: segAlias, alias: aliases[k]})
 					start = j
 				}
 			}
@@ -145,6 +156,12 @@ func (t template) render(b *strings.Builder, tables []string, lits []Literal, ex
 			b.WriteByte('`')
 		case segRows, segLimit:
 			b.WriteString(extra)
+		case segAlias:
+			var name strings.Builder
+			s.alias.render(&name, tables, lits, "")
+			b.WriteByte('`')
+			b.WriteString(strings.ReplaceAll(name.String(), "`", "``"))
+			b.WriteByte('`')
 		}
 	}
 }
@@ -159,6 +176,8 @@ func (t template) params(out []int, lits []Literal, rows []int) []int {
 			if l := &lits[s.n]; l.Kind == LitParam {
 				out = append(out, l.Param)
 			}
+		case segAlias:
+			// A name: its parameters are text, not parameters.
 		case segRows:
 			out = append(out, rows...)
 		}
@@ -172,4 +191,83 @@ func (t template) size() int {
 		n += len(s.text) + 16
 	}
 	return n
+}
+
+// maxAutoName is the longest select-list text nameFields turns into an
+// alias (MariaDB refuses aliases over 256 characters).
+const maxAutoName = 200
+
+// nameFields gives each select-list expression without an alias the name
+// MariaDB gives it, its text as the client wrote it, as an alias: the
+// restored statement spells expressions its own way (COUNT(1) for
+// COUNT(*), back-quoted names). The alias is a template: a literal of the
+// shape is rendered with each execution's text. Column names, *, literals
+// and long expressions keep their own naming. Run before replaceParams.
+func nameFields(st *ast.SelectStmt, params bool) []template {
+	if st.Fields == nil {
+		return nil
+	}
+	var out []template
+	for _, f := range st.Fields.Fields {
+		if f.WildCard != nil || f.AsName.L != "" || f.Expr == nil {
+			continue
+		}
+		switch f.Expr.(type) {
+		case *ast.ColumnNameExpr, *driver.ValueExpr, *driver.ParamMarkerExpr:
+			continue
+		}
+		text := f.Text()
+		if text == "" || len(text) > maxAutoName {
+			continue
+		}
+		var orders []int
+		if params {
+			v := &paramCollector{}
+			f.Expr.Accept(v)
+			slices.SortFunc(v.params, func(a, b *driver.ParamMarkerExpr) int { return a.Offset - b.Offset })
+			for _, pm := range v.params {
+				orders = append(orders, pm.Order)
+			}
+		}
+		name, ok := nameTemplate(text, orders, params)
+		if !ok {
+			continue
+		}
+		f.AsName = ast.NewCIStr("__ks_a" + strconv.Itoa(len(out)) + "__")
+		out = append(out, name)
+	}
+	return out
+}
+
+// nameTemplate splits a field's text at its parameters (the ? of a shape,
+// outside quotes), which must be as many as orders.
+func nameTemplate(text string, orders []int, params bool) (template, bool) {
+	var t template
+	start, k := 0, 0
+	for i := 0; i < len(text); {
+		switch c := text[i]; {
+		case c == '\'' || c == '"' || c == '`':
+			i = skipQuoted(text, i, c)
+		case c == '?' && params:
+			if k >= len(orders) {
+				return nil, false
+			}
+			if i > start {
+				t = append(t, segment{kind: segText, text: text[start:i]})
+			}
+			t = append(t, segment{kind: segParam, n: orders[k]})
+			k++
+			i++
+			start = i
+		default:
+			i++
+		}
+	}
+	if k != len(orders) {
+		return nil, false
+	}
+	if start < len(text) {
+		t = append(t, segment{kind: segText, text: text[start:]})
+	}
+	return t, true
 }

@@ -301,6 +301,14 @@ func (m *Merger) finishGroup(empty bool) (stop bool, err error) {
 		case router.AggAvg, router.AggAvgDistinct:
 			if ac.count > 0 && ac.sum.k != kNull {
 				v = arith(router.ExprDiv, ac.sum, decInt(ac.count))
+				if v.k == kDec && ac.sum.k == kDec && sp.GroupKeys > 0 && sp.DistinctArgs == 0 {
+					// MariaDB keeps a GROUP BY's AVG in a temporary table
+					// at its column's scale (the sum's plus
+					// div_precision_increment), so expressions see it
+					// rounded; without GROUP BY, or grouping by sorting
+					// for a DISTINCT aggregate, they see all its digits.
+					v = round(v, ac.sum.scale+divPrecision)
+				}
 			}
 		case router.AggMin, router.AggMax:
 			if !ac.bestN {

@@ -59,6 +59,7 @@ type keyCmp struct {
 	unsigned    bool
 	typ         byte
 	binary      bool
+	collation   uint16
 }
 
 type cmpKind uint8
@@ -83,9 +84,23 @@ func New(cfg Config) (*Merger, error) {
 		return nil, mergeErr("keyshard: sub-tables of %s returned %d columns, the merge expects %d", sp.Table, len(cfg.Cols), sp.Visible+sp.Hidden)
 	}
 	for _, k := range sp.Sort {
-		kc, err := m.keyCmp(m.visible+k.Col, k.Desc)
+		col := m.visible + k.Col
+		if k.Visible {
+			if k.Col < 0 || k.Col >= m.visible {
+				return nil, &mysql.MyError{Code: mysql.ER_BAD_FIELD_ERROR, State: "42S22",
+					Message: fmt.Sprintf("Unknown column '%d' in 'order clause'", k.Col+1)}
+			}
+			col = k.Col
+		}
+		if !k.Visible && col+1 >= len(m.Cols) {
+			return nil, mergeErr("keyshard: merge of %s: sort column %d out of range", sp.Table, col)
+		}
+		kc, err := m.keyCmp(col, k.Desc)
 		if err != nil {
 			return nil, err
+		}
+		if k.Visible {
+			kc.weight = -1
 		}
 		m.keys = append(m.keys, kc)
 	}
@@ -104,11 +119,11 @@ func New(cfg Config) (*Merger, error) {
 }
 
 func (m *Merger) keyCmp(col int, desc bool) (keyCmp, error) {
-	if col+1 >= len(m.Cols) {
+	if col >= len(m.Cols) {
 		return keyCmp{}, mergeErr("keyshard: merge of %s: sort column %d out of range", m.Spec.Table, col)
 	}
 	c := m.Cols[col]
-	k := keyCmp{col: col, weight: col + 1, desc: desc, typ: c.Type, unsigned: c.Flags&flagUnsigned != 0, binary: m.Binary}
+	k := keyCmp{col: col, weight: col + 1, desc: desc, typ: c.Type, unsigned: c.Flags&flagUnsigned != 0, binary: m.Binary, collation: c.Charset}
 	switch {
 	case c.Flags&(flagEnum|flagSet) != 0:
 		return k, &mysql.MyError{Code: mysql.ER_NOT_SUPPORTED_YET, State: "42000",
@@ -282,7 +297,12 @@ func (m *Merger) compareKeys(keys []keyCmp, a, b []cell) int {
 // compare orders the key's cells of rows a and b (NULL first, reversed
 // for DESC).
 func (k *keyCmp) compare(a, b []cell) int {
-	c := k.compareCells(a[k.col], b[k.col], a[k.weight], b[k.weight])
+	var c int
+	if k.weight < 0 {
+		c = k.compareCells(a[k.col], b[k.col], cell{}, cell{})
+	} else {
+		c = k.compareCells(a[k.col], b[k.col], a[k.weight], b[k.weight])
+	}
 	if k.desc {
 		return -c
 	}
@@ -300,6 +320,9 @@ func (k *keyCmp) compareCells(x, y, xw, yw cell) int {
 	}
 	switch k.how {
 	case cmpWeight:
+		if k.weight < 0 {
+			return k.collate(x.b, y.b)
+		}
 		return bytes.Compare(xw.b, yw.b)
 	case cmpInt:
 		return compareInt(k, x.b, y.b)
@@ -515,4 +538,17 @@ func timeMicros(b []byte, bin bool) int64 {
 		t = -t
 	}
 	return t
+}
+
+// binCollations are the common byte-order collations (MariaDB ids).
+var binCollations = map[uint16]bool{46: true, 83: true, 47: true, 65: true, 84: true, 63: true}
+
+// collate compares strings without their weight strings: bytes for the
+// _bin collations, else ASCII case-insensitively without trailing spaces
+// (exact for the _ci collations over ASCII text).
+func (k *keyCmp) collate(x, y []byte) int {
+	if binCollations[k.collation] {
+		return bytes.Compare(bytes.TrimRight(x, " "), bytes.TrimRight(y, " "))
+	}
+	return compareFold(x, y)
 }

@@ -33,6 +33,7 @@ type value struct {
 	s     []byte
 	w     []byte
 	haveW bool
+	time  bool // s is a TIME ("-838:59:59.5"): compares by its value
 }
 
 var null = value{}
@@ -133,7 +134,11 @@ func decode(c cell, col Column, bin bool, weight cell) value {
 		case wire.TypeDouble:
 			return value{k: kFloat, f: math.Float64frombits(binary.LittleEndian.Uint64(b))}
 		case wire.TypeDate, wire.TypeNewDate, wire.TypeDatetime, wire.TypeTimestamp, wire.TypeTime:
-			return value{k: kStr, s: []byte(binTemporalText(col.Type, b))}
+			return value{k: kStr, s: []byte(binTemporalText(col.Type, b)), time: col.Type == wire.TypeTime}
+		case wire.TypeDecimal, wire.TypeNewDecimal:
+			if d, ok := parseDec(str(b)); ok {
+				return d
+			}
 		}
 	} else {
 		switch {
@@ -146,7 +151,7 @@ func decode(c cell, col Column, bin bool, weight cell) value {
 			return value{k: kFloat, f: f}
 		}
 	}
-	v := value{k: kStr, s: b}
+	v := value{k: kStr, s: b, time: col.Type == wire.TypeTime}
 	if col.isString() && col.Charset != binaryCS && !weight.null && weight.b != nil {
 		v.w, v.haveW = weight.b, true
 	}
@@ -337,14 +342,12 @@ func arith(op router.ExprOp, a, b value) value {
 		if b.n.Sign() == 0 {
 			return null
 		}
-		// MySQL: the quotient has the dividend's scale plus
-		// div_precision_increment digits, rounded.
-		// a/b = a.n/b.n × 10^(b.scale-a.scale); one digit more than
-		// wanted, truncated, is enough to round half up.
-		s := a.scale + divPrecision
-		num := new(big.Int).Mul(a.n, pow10(b.scale+divPrecision+1))
-		q := new(big.Int).Quo(num, b.n)
-		return round(value{k: kDec, n: q, scale: s + 1}, s)
+		// MariaDB divides exact numbers to the dividend's scale plus
+		// div_precision_increment, rounded up to whole 9-digit words,
+		// truncating; what is shown is rounded to the column's decimals.
+		s := (a.scale + divPrecision + 8) / 9 * 9
+		num := new(big.Int).Mul(a.n, pow10(b.scale+s-a.scale))
+		return value{k: kDec, n: num.Quo(num, b.n), scale: s}
 	}
 	return null
 }
@@ -371,9 +374,12 @@ func neg(a value) value {
 
 // compare orders two non-NULL values as MySQL compares them: numbers
 // numerically, strings by weight when both have one, else by bytes
-// (case-insensitively for ASCII letters: the common collations).
+// (ASCII case-insensitively, as the common _ci collations).
 func compare(a, b value) int {
 	if a.k == kStr && b.k == kStr {
+		if a.time && b.time {
+			return cmpI64(timeMicros(a.s, false), timeMicros(b.s, false))
+		}
 		if a.haveW && b.haveW {
 			return bytes.Compare(a.w, b.w)
 		}
@@ -397,7 +403,7 @@ func compare(a, b value) int {
 func compareFold(a, b []byte) int {
 	a, b = bytes.TrimRight(a, " "), bytes.TrimRight(b, " ")
 	for i := 0; i < len(a) && i < len(b); i++ {
-		x, y := lower(a[i]), lower(b[i])
+		x, y := upper(a[i]), upper(b[i])
 		if x != y {
 			if x < y {
 				return -1
@@ -414,9 +420,11 @@ func compareFold(a, b []byte) int {
 	return 0
 }
 
-func lower(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
+// upper folds ASCII as the _ci collations weigh it (by upper case, so
+// '_' sorts after the letters).
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
 	}
 	return c
 }
@@ -481,6 +489,18 @@ func encode(b []byte, v value, col Column, bin bool) ([]byte, bool) {
 	}
 	var text string
 	switch col.Type {
+	case wire.TypeDate, wire.TypeNewDate, wire.TypeDatetime, wire.TypeTimestamp, wire.TypeTime:
+		if bin && v.k == kStr {
+			return appendBinTemporal(b, col.Type, str(v.s)), true
+		}
+		switch v.k {
+		case kDec:
+			text = decText(v)
+		case kFloat:
+			text = floatText(v.f, 64)
+		default:
+			return appendLenEnc(b, v.s), true
+		}
 	case wire.TypeTiny, wire.TypeShort, wire.TypeLong, wire.TypeInt24, wire.TypeLongLong, wire.TypeYear:
 		n := toNum(v)
 		var i *big.Int
@@ -538,4 +558,71 @@ func encode(b []byte, v value, col Column, bin bool) ([]byte, bool) {
 		}
 	}
 	return appendLenEnc(b, []byte(text)), true
+}
+
+// appendBinTemporal encodes a DATE/DATETIME/TIMESTAMP ("2020-01-02
+// 03:04:05.000006") or TIME ("-26:03:04.5") in text form as the binary
+// protocol sends it: a length byte and the fields.
+func appendBinTemporal(b []byte, t byte, s string) []byte {
+	if t == wire.TypeTime {
+		us := timeMicros([]byte(s), false)
+		neg := byte(0)
+		if us < 0 {
+			neg, us = 1, -us
+		}
+		sec, frac := us/1e6, uint32(us%1e6)
+		if us == 0 {
+			return append(b, 0)
+		}
+		n := byte(8)
+		if frac != 0 {
+			n = 12
+		}
+		b = append(b, n, neg)
+		b = binary.LittleEndian.AppendUint32(b, uint32(sec/86400))
+		b = append(b, byte(sec%86400/3600), byte(sec%3600/60), byte(sec%60))
+		if n == 12 {
+			b = binary.LittleEndian.AppendUint32(b, frac)
+		}
+		return b
+	}
+	var f [7]int // year, month, day, hour, minute, second, microsecond
+	i, digits := 0, 0
+	for j := 0; j < len(s) && i < len(f); j++ {
+		if c := s[j]; c >= '0' && c <= '9' {
+			f[i] = f[i]*10 + int(c-'0')
+			if i == 6 {
+				digits++
+			}
+			continue
+		}
+		i++
+	}
+	for ; digits > 0 && digits < 6; digits++ {
+		f[6] *= 10
+	}
+	n := byte(11)
+	switch {
+	case t == wire.TypeDate || t == wire.TypeNewDate || f[3]|f[4]|f[5]|f[6] == 0:
+		n = 4
+		if f[0]|f[1]|f[2] == 0 {
+			n = 0
+		}
+	case f[6] == 0:
+		n = 7
+	}
+	b = append(b, n)
+	if n == 0 {
+		return b
+	}
+	b = binary.LittleEndian.AppendUint16(b, uint16(f[0]))
+	b = append(b, byte(f[1]), byte(f[2]))
+	if n == 4 {
+		return b
+	}
+	b = append(b, byte(f[3]), byte(f[4]), byte(f[5]))
+	if n == 7 {
+		return b
+	}
+	return binary.LittleEndian.AppendUint32(b, uint32(f[6]))
 }

@@ -1,6 +1,6 @@
 // Package e2e runs keyshard in-process against real MariaDB servers that the
 // test run starts itself with scripts/backends.sh (installed with apt-get if
-// missing). Backends listen on 127.0.0.1:24307-24309 under
+// missing). Backends listen on 127.0.0.1:24307-24310 under
 // /tmp/keyshard-e2e; set KEEP_BACKENDS=1 to leave them running afterwards
 // and KS_BACKENDS_SCRIPT to use another script with the same commands.
 package e2e
@@ -27,9 +27,12 @@ import (
 
 const (
 	basePort = 24307
-	nBackend = 3
+	nBackend = 4
 	// Backend 3 (basePort+2) is reserved for tests that stop and start it.
 	downPort = basePort + 2
+	// Backend 4 (basePort+3) holds the plain reference tables of the merge
+	// differential test; it is never a keyshard node.
+	refPort = basePort + 3
 )
 
 var repoRoot string
