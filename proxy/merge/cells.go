@@ -174,7 +174,3 @@ func appendLenEnc(b, s []byte) []byte {
 	}
 	return append(b, s...)
 }
-
-func readLenEnc(p []byte, pos int) ([]byte, bool, int, error) {
-	return wire.ReadLenEncString(p, pos)
-}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -58,7 +59,7 @@ func (m *Merger) emitStripped(i int) error {
 				end++
 				continue
 			}
-			_, _, next, _ := readLenEncAt(row, end)
+			_, _, next, _ := wire.ReadLenEncString(row, end)
 			end = next
 		}
 		return m.send(row[:end])
@@ -77,13 +78,6 @@ func (m *Merger) emitStripped(i int) error {
 	b = append(b, row[1+oldNB:m.starts[i][m.visible]]...)
 	m.buf = b
 	return m.send(b)
-}
-
-func readLenEncAt(p []byte, pos int) ([]byte, bool, int, error) {
-	if pos < len(p) && p[pos] == 0xfb {
-		return nil, true, pos + 1, nil
-	}
-	return readLenEnc(p, pos)
 }
 
 func (m *Merger) send(row []byte) error {

@@ -161,7 +161,7 @@ func textRows(t *testing.T, rows [][]byte, n int) []string {
 			if c.null {
 				end++
 			} else {
-				_, _, end, _ = readLenEnc(r, end)
+				_, _, end, _ = wire.ReadLenEncString(r, end)
 			}
 		}
 		if end != len(r) {

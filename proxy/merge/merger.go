@@ -2,6 +2,7 @@ package merge
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -338,28 +339,13 @@ func (k *keyCmp) compareCells(x, y, xw, yw cell) int {
 	return bytes.Compare(x.b, y.b)
 }
 
-func cmpI64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
+func cmpI64(a, b int64) int { return cmp.Compare(a, b) }
 
 // compareInt compares integers: text digits, or binary little-endian of
 // the column's size.
 func compareInt(k *keyCmp, x, y []byte) int {
 	if k.unsigned {
-		a, b := uintOf(x, k.typ, k.binary), uintOf(y, k.typ, k.binary)
-		switch {
-		case a < b:
-			return -1
-		case a > b:
-			return 1
-		}
-		return 0
+		return cmp.Compare(uintOf(x, k.typ, k.binary), uintOf(y, k.typ, k.binary))
 	}
 	return cmpI64(intOf(x, k.typ, k.binary), intOf(y, k.typ, k.binary))
 }
@@ -399,14 +385,7 @@ func uintOf(b []byte, typ byte, bin bool) uint64 {
 }
 
 func compareFloat(k *keyCmp, x, y []byte) int {
-	a, b := floatOf(x, k.typ, k.binary), floatOf(y, k.typ, k.binary)
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(floatOf(x, k.typ, k.binary), floatOf(y, k.typ, k.binary))
 }
 
 func floatOf(b []byte, typ byte, bin bool) float64 {
