@@ -61,27 +61,15 @@ func (s *Session) merged(rt *router.Routing, binary bool, send func(l *leg) erro
 			legs = append(legs, leg{bc: bc, route: &routes[len(routes)-1]})
 		}
 	}
-	for i := range legs {
-		if err := send(&legs[i]); err != nil {
-			var me *mysql.MyError
-			if errors.As(err, &me) {
-				err = legError(&legs[i], me) // refused (PREPARE): name the sub-table
-			}
-			if me != nil && !legs[i].bc.Broken() && i == 0 {
-				releaseAll()
-				return s.fail(err)
-			}
-			for j := 0; j <= i; j++ {
-				legs[j].bc.MarkBroken()
-			}
-			s.cancelLegs(legs)
-			releaseAll()
-			var be *backend.Error
-			if !errors.As(err, &be) && me == nil {
-				err = &backend.Error{Kind: backend.KindLost, Node: legs[i].bc.Node(), Addr: legs[i].bc.Addr(), Msg: "sending statement", Err: err}
-			}
-			return s.fail(err)
+	if err := s.sendLegs(legs, send, true); err != nil {
+		for i := range legs {
+			// Cancel the statements sent (their connections are broken);
+			// the others go back to the pool.
+			legs[i].finished = !legs[i].bc.Broken()
 		}
+		s.cancelLegs(legs)
+		releaseAll()
+		return s.fail(err)
 	}
 	s.cur.Store(legs[0].bc)
 	err := s.relayMerged(rt, legs, binary)

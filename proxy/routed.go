@@ -181,25 +181,9 @@ func (s *Session) fanOut(rt *router.Routing, isSelect bool, send func(l *leg) er
 		}
 		legs = append(legs, leg{bc: bc, route: r})
 	}
-	for i := range legs {
-		l := &legs[i]
-		if err := send(l); err != nil {
-			var me *mysql.MyError
-			if errors.As(err, &me) && !l.bc.Broken() && i == 0 {
-				// Refused before anything was sent (state sync, prepare).
-				releaseAll()
-				return s.fail(err)
-			}
-			for j := 0; j <= i; j++ {
-				legs[j].bc.MarkBroken() // sent batches would answer into the pool
-			}
-			releaseAll()
-			var be *backend.Error
-			if !errors.As(err, &be) && me == nil {
-				err = &backend.Error{Kind: backend.KindLost, Node: l.bc.Node(), Addr: l.bc.Addr(), Msg: "sending statement", Err: err}
-			}
-			return s.fail(err)
-		}
+	if err := s.sendLegs(legs, send, false); err != nil {
+		releaseAll()
+		return s.fail(err)
 	}
 	s.cur.Store(legs[0].bc)
 	var err error
@@ -223,6 +207,40 @@ func (s *Session) fanOut(rt *router.Routing, isSelect bool, send func(l *leg) er
 	}
 	releaseAll()
 	return err
+}
+
+// sendLegs sends every leg its statements. On an error the legs already
+// sent are marked broken (their answers would reach the pool's next user)
+// and the error is returned for the client: a statement refused before
+// anything was sent (state sync, PREPARE) as the server gave it (named
+// by node and sub-table when name), a lost connection as such. The
+// caller releases the legs.
+func (s *Session) sendLegs(legs []leg, send func(l *leg) error, name bool) error {
+	for i := range legs {
+		l := &legs[i]
+		err := send(l)
+		if err == nil {
+			continue
+		}
+		var me *mysql.MyError
+		if errors.As(err, &me) {
+			if name {
+				err = legError(l, me)
+			}
+			if !l.bc.Broken() && i == 0 {
+				return err
+			}
+		}
+		for j := 0; j <= i; j++ {
+			legs[j].bc.MarkBroken()
+		}
+		var be *backend.Error
+		if !errors.As(err, &be) && me == nil {
+			err = &backend.Error{Kind: backend.KindLost, Node: l.bc.Node(), Addr: l.bc.Addr(), Msg: "sending statement", Err: err}
+		}
+		return err
+	}
+	return nil
 }
 
 // legError names the node and sub-table of a backend error; the errno and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/big"
 	"slices"
+	"strconv"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
@@ -15,14 +16,15 @@ const groupConcatMax = 1 << 20
 
 // group is the group being combined in grouped mode.
 type group struct {
-	have  bool
-	first []byte // copy of the group's first row
-	cells []cell // its cells
-	prev  []byte // copy of the previous row (DISTINCT arguments)
-	pcell []cell
-	acc   []acc
-	vals  []value // the aggregates' final values, by finish
-	none  []cell  // all-NULL cells, for an empty result
+	have   bool
+	first  []byte // copy of the group's first row
+	cells  []cell // its cells
+	prev   []byte // copy of the previous row (DISTINCT arguments)
+	pcell  []cell
+	acc    []acc
+	vals   []value // the aggregates' final values, by finish
+	none   []cell  // all-NULL cells, for an empty result
+	starts []int   // scratch for splitting copied binary rows
 }
 
 // acc accumulates one aggregate over a group.
@@ -159,8 +161,10 @@ func (m *Merger) startGroup(i int) {
 // resplit splits a copied row again (its cells then point into the copy).
 func (m *Merger) resplit(row []byte, out []cell) {
 	if m.Binary {
-		starts := make([]int, len(m.Cols)+1)
-		_ = splitBinary(row, m.Cols, out, starts)
+		if len(m.g.starts) != len(m.Cols)+1 {
+			m.g.starts = make([]int, len(m.Cols)+1)
+		}
+		_ = splitBinary(row, m.Cols, out, m.g.starts)
 		return
 	}
 	_ = splitText(row, out)
@@ -335,7 +339,7 @@ func (m *Merger) finishGroup(empty bool) (stop bool, err error) {
 	}
 	if len(m.final) >= m.MaxRows {
 		return false, &mysql.MyError{Code: mysql.ER_OUT_OF_SORTMEMORY, State: "HY001", Message: "keyshard: merging sharded table " +
-			m.Spec.Table + " needs more than max_merge_rows (" + itoa(m.MaxRows) + ") groups in memory to sort them by the ORDER BY; " +
+			m.Spec.Table + " needs more than max_merge_rows (" + strconv.Itoa(m.MaxRows) + ") groups in memory to sort them by the ORDER BY; " +
 			"order by the GROUP BY columns, add a LIMIT-friendly filter, or raise max_merge_rows"}
 	}
 	keys := make([]value, len(sp.Final))
@@ -345,8 +349,6 @@ func (m *Merger) finishGroup(empty bool) (stop bool, err error) {
 	m.final = append(m.final, finalRow{row: bytes.Clone(row), keys: keys})
 	return false, nil
 }
-
-func itoa(n int) string { return big.NewInt(int64(n)).String() }
 
 // cloneValue copies the bytes a value points into (a row buffer).
 func cloneValue(v value) value {

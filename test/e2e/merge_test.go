@@ -48,27 +48,7 @@ func mergeYAML(addr, extra string) string {
         locations: [4, 4]
 `, r[0], r[1])
 	}
-	return fmt.Sprintf(`addr: %s
-user_list:
-  - user: ks
-    password: ks
-nodes:
-  - name: node1
-    user: ks
-    password: ks
-    master: 127.0.0.1:%d
-    max_conns_limit: 16
-  - name: node2
-    user: ks
-    password: ks
-    master: 127.0.0.1:%d
-    max_conns_limit: 16
-schema_list:
-  - user: ks
-    nodes: [node1, node2]
-    default: node1
-    shard:
-%s%s`, addr, basePort, basePort+1, rules.String(), extra)
+	return twoNodeYAML(addr, rules.String()+extra)
 }
 
 // mgSubPort is the backend of sub-table i (0-7) of a mergeYAML table.

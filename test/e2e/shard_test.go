@@ -18,27 +18,7 @@ import (
 // co-located with it, sh_log is range-sharded (100 rows per sub-table),
 // sh_ev is date_month, sh_reg is a list rule; plain lives on node1.
 func shardYAML(addr string) string {
-	return fmt.Sprintf(`addr: %s
-user_list:
-  - user: ks
-    password: ks
-nodes:
-  - name: node1
-    user: ks
-    password: ks
-    master: 127.0.0.1:%d
-    max_conns_limit: 16
-  - name: node2
-    user: ks
-    password: ks
-    master: 127.0.0.1:%d
-    max_conns_limit: 16
-schema_list:
-  - user: ks
-    nodes: [node1, node2]
-    default: node1
-    shard:
-      - db: shard_e2e
+	return twoNodeYAML(addr, `      - db: shard_e2e
         table: sh_user
         key: id
         nodes: [node1, node2]
@@ -70,7 +50,34 @@ schema_list:
         type: list
         locations: [1, 1]
         list_values: ["1,2", "3"]
-`, addr, basePort, basePort+1)
+`)
+}
+
+// twoNodeYAML is a config with user ks on node1 (basePort) and node2
+// (basePort+1), default node1, and the given shard rules (YAML list items
+// indented for schema_list[0].shard); more top-level keys may follow.
+func twoNodeYAML(addr, rules string) string {
+	return fmt.Sprintf(`addr: %s
+user_list:
+  - user: ks
+    password: ks
+nodes:
+  - name: node1
+    user: ks
+    password: ks
+    master: 127.0.0.1:%d
+    max_conns_limit: 16
+  - name: node2
+    user: ks
+    password: ks
+    master: 127.0.0.1:%d
+    max_conns_limit: 16
+schema_list:
+  - user: ks
+    nodes: [node1, node2]
+    default: node1
+    shard:
+%s`, addr, basePort, basePort+1, rules)
 }
 
 // subTableRows reads the ids of table straight from the backend at port.
