@@ -4,10 +4,11 @@
 #
 #   bench/run.sh [--workloads=LIST] [--threads=LIST] [--time=S] [--rounds=N]
 #                [--skip-big] [--ks-bin=PATH] [--out=FILE] [--down] [--self-test]
+#                [--ref=haproxy|none]
 #
 # Every option can also be given as an environment variable (WORKLOADS,
 # THREADS, TIME, ROUNDS, SKIP_BIG=1, SKIP_SHARD=1, SHARD_THREADS, SKIP_PS=1, SKIP_MERGE=1,
-# PS_WORKLOADS, PS_THREADS, KS_BIN, OUT,
+# PS_WORKLOADS, PS_THREADS, KS_BIN, OUT, REF,
 # DOWN=1, SELF_TEST=1);
 # flags win over the environment.
 set -euo pipefail
@@ -31,6 +32,11 @@ KS_BIN=${KS_BIN:-}
 OUT=${OUT:-}
 DOWN=${DOWN:-0}
 SELF_TEST=${SELF_TEST:-0}
+# REF=haproxy adds a third arm to the OLTP runs: HAProxy in TCP mode in
+# front of the same backend, the cost any relay pays on this machine (no
+# parsing, no pooling). none skips it.
+REF=${REF:-haproxy}
+REF_ADDR=${REF_ADDR:-127.0.0.1:19698}
 TABLE_SIZE=${TABLE_SIZE:-10000}
 BIG_ROWS=${BIG_ROWS:-1000000}
 DIRECT_PORT=${DIRECT_PORT:-23400}
@@ -71,6 +77,7 @@ while (($#)); do
 	--out) OUT=$val ;;
 	--down) DOWN=$val ;;
 	--self-test) SELF_TEST=$val ;;
+	--ref) REF=$val ;;
 	*) usage ;;
 	esac
 done
@@ -82,6 +89,13 @@ for v in TIME ROUNDS TABLE_SIZE BIG_ROWS DIRECT_PORT; do
 		exit 2
 	}
 done
+case $REF in
+haproxy | none) ;;
+*)
+	echo "bench: --ref must be haproxy or none, got '$REF'" >&2
+	exit 2
+	;;
+esac
 for t in $THREADS; do
 	[[ $t =~ ^[1-9][0-9]*$ ]] || {
 		echo "bench: bad thread count '$t'" >&2
@@ -107,6 +121,7 @@ fi
 
 WORK=$(mktemp -d /tmp/keyshard-bench-run.XXXXXX)
 KS_PID=
+REF_PID=
 FAILED=0
 CLK_TCK=$(getconf CLK_TCK)
 
@@ -129,6 +144,9 @@ cleanup() {
 		done
 		kill -KILL "$KS_PID" 2>/dev/null || true
 		wait "$KS_PID" 2>/dev/null || true
+	fi
+	if [[ -n $REF_PID ]]; then
+		kill -TERM "$REF_PID" 2>/dev/null || true
 	fi
 	if [[ $DOWN == 1 ]]; then
 		scripts/backends.sh down >&2 || true
@@ -241,6 +259,37 @@ EOF
 	done
 	log "keyshard pid $KS_PID on $KS_ADDR${WEB_ADDR:+ (pprof: http://$WEB_ADDR/debug/pprof/)}"
 fi
+[[ $SELF_TEST != 1 ]] || REF=none
+
+REF_PORT=${REF_ADDR##*:}
+if [[ $REF == haproxy ]]; then
+	command -v haproxy >/dev/null || scripts/backends.sh install haproxy >&2
+	if (exec 3<>"/dev/tcp/${REF_ADDR%:*}/$REF_PORT") 2>/dev/null; then
+		die "$REF_ADDR (the haproxy reference) is already in use"
+	fi
+	# HAProxy's defaults (one thread per CPU), TCP mode: bytes in, bytes out.
+	cat >"$WORK/haproxy.cfg" <<EOF
+global
+    maxconn 4096
+    pidfile $WORK/haproxy.pid
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 10m
+    timeout server 10m
+listen ref
+    bind $REF_ADDR
+    server direct 127.0.0.1:$DIRECT_PORT
+EOF
+	haproxy -f "$WORK/haproxy.cfg" -D || die "haproxy did not start (config $WORK/haproxy.cfg)"
+	for _ in $(seq 50); do
+		[[ -s $WORK/haproxy.pid ]] && break
+		sleep 0.1
+	done
+	REF_PID=$(head -n 1 "$WORK/haproxy.pid" 2>/dev/null || true)
+	[[ -n $REF_PID ]] || die "haproxy wrote no pid file"
+	log "haproxy $(haproxy -v | awk 'NR == 1 { print $3 }') pid $REF_PID on $REF_ADDR (reference relay)"
+fi
 
 SB_COMMON=(--db-driver=mysql --mysql-host=127.0.0.1 --mysql-user=ks --mysql-password=ks
 	--tables=1 --table-size="$TABLE_SIZE")
@@ -307,6 +356,20 @@ for wl in $WORKLOADS; do
 			fi
 			[[ $cpu == n/a ]] || cpu=$(printf %.1f "$cpu")
 			log "$wl threads=$th round $r: $B_NAME $qps qps, p95 $p95 ms, proxy CPU $cpu us/query"
+
+			[[ $REF == haproxy ]] || continue
+			t0=$(cpu_ticks "$REF_PID")
+			res=$(run_sysbench "$REF_PORT" "$wl" "$th" "$WORK/$wl.$th.$r.haproxy.log") || {
+				FAILED=1
+				continue
+			}
+			read -r qps p95 total <<<"$res"
+			t1=$(cpu_ticks "$REF_PID")
+			cpu=$(fcalc "($t1 - $t0) / $CLK_TCK * 1000000 / $total")
+			add "$wl/$th/rq" "$qps"
+			add "$wl/$th/rcpu" "$cpu"
+			add "$wl/$th/rn" 1
+			log "$wl threads=$th round $r: haproxy  $qps qps, p95 $p95 ms, CPU $(printf %.1f "$cpu") us/query"
 		done
 	done
 done
@@ -511,7 +574,7 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 	echo
 	echo "$(nproc) CPUs ($cpu_model), MariaDB $dbver, $(sysbench --version)." \
 		"sysbench --tables=1 --table-size=$TABLE_SIZE --db-ps-mode=disable, ${TIME}s per run," \
-		"$ROUNDS rounds alternating direct/keyshard; means over rounds. Client, proxy and server share the machine."
+		"$ROUNDS rounds alternating direct/keyshard$([[ $REF == haproxy ]] && echo /haproxy); means over rounds. Client, proxy and server share the machine."
 	echo
 	echo "| workload | threads | direct QPS | keyshard QPS | keyshard/direct | direct p95 ms | keyshard p95 ms | proxy CPU µs/query |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -526,6 +589,22 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 			echo "| ${wl#oltp_} | $th | $dq | $kq | $(ratio "$kq" "$dq") | $dp | $kp | $cpu |"
 		done
 	done
+	if [[ $REF == haproxy ]]; then
+		echo
+		echo "The same runs through HAProxy in TCP mode (the reference relay: no parsing, no pooling), in the same rounds:"
+		echo
+		echo "| workload | threads | haproxy QPS | haproxy/direct | keyshard/haproxy | haproxy CPU µs/query | keyshard CPU µs/query |"
+		echo "|---|---:|---:|---:|---:|---:|---:|"
+		for wl in $WORKLOADS; do
+			for th in $THREADS; do
+				dq=$(mean "$wl/$th/dq" "$wl/$th/dn" %.0f)
+				kq=$(mean "$wl/$th/kq" "$wl/$th/kn" %.0f)
+				rq=$(mean "$wl/$th/rq" "$wl/$th/rn" %.0f)
+				echo "| ${wl#oltp_} | $th | $rq | $(ratio "$rq" "$dq") | $(ratio "$kq" "$rq") |" \
+					"$(mean "$wl/$th/rcpu" "$wl/$th/rn" %.0f) | $(mean "$wl/$th/cpu" "$wl/$th/kn" %.0f) |"
+			done
+		done
+	fi
 	if [[ -n $OLTP_RSS ]]; then
 		echo
 		echo "keyshard peak RSS during the OLTP runs: $(awk -v k="$OLTP_RSS" 'BEGIN { printf "%.1f", k / 1024 }') MiB."

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # backends.sh: throwaway MariaDB servers for keyshard tests, demos and benchmarks.
 #
-#   backends.sh install                 apt-get install mariadb-server mariadb-client sysbench (and gcc
-#                                       for go test -race) if missing; no-op otherwise
+#   backends.sh install [PKG...]        apt-get install mariadb-server mariadb-client sysbench (and gcc
+#                                       for go test -race), and the Debian packages named, if missing;
+#                                       no-op otherwise
 #   backends.sh up N [BASEPORT]         start N instances on 127.0.0.1:BASEPORT.. (default 3307); idempotent
 #   backends.sh down                    stop every instance under the directory and remove it
 #   backends.sh status                  one line per instance: port, pid, up/down
@@ -68,8 +69,13 @@ have_tools() {
 }
 
 cmd_install() {
-	have_tools && return 0
-	echo "backends.sh: installing ${PKGS[*]} with apt-get" >&2
+	local extra=() p
+	for p in "$@"; do
+		dpkg -s "$p" >/dev/null 2>&1 || extra+=("$p")
+	done
+	have_tools && ((${#extra[@]} == 0)) && return 0
+	local pkgs=("${PKGS[@]}" "${extra[@]}")
+	echo "backends.sh: installing ${pkgs[*]} with apt-get" >&2
 	# Keep the package's maintainer scripts from starting the system
 	# service: invoke-rc.d and deb-systemd-invoke honour policy-rc.d.
 	local policy=/usr/sbin/policy-rc.d added=0
@@ -81,11 +87,11 @@ cmd_install() {
 	run_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || rc=$?
 	if ((rc == 0)); then
 		run_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${PKGS[@]}" || rc=$?
+			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${pkgs[@]}" || rc=$?
 	fi
 	((added)) && run_root rm -f "$policy"
 	((rc == 0)) || die "apt-get failed (exit $rc)"
-	have_tools || die "tools still missing after apt-get install ${PKGS[*]}"
+	have_tools || die "tools still missing after apt-get install ${pkgs[*]}"
 }
 
 # lock serialises commands that change instances under BASE_DIR. The lock
@@ -361,7 +367,7 @@ main() {
 	local cmd=$1
 	shift
 	case $cmd in
-	install) cmd_install ;;
+	install) cmd_install "$@" ;;
 	up) cmd_up "$@" ;;
 	down) cmd_down "$@" ;;
 	status) cmd_status "$@" ;;

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -76,6 +77,7 @@ func run(args []string) int {
 	for _, w := range warnings {
 		log.Warn("config: " + w)
 	}
+	runtime.GOMAXPROCS(cfg.Procs(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)))
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
@@ -104,7 +106,8 @@ func run(args []string) int {
 		}()
 		log.Info("admin http listening", zap.String("addr", addr))
 	}
-	log.Info("keyshard listening", zap.String("addr", cfg.Addr), zap.String("version", version))
+	log.Info("keyshard listening", zap.String("addr", cfg.Addr), zap.String("version", version),
+		zap.Int("procs", runtime.GOMAXPROCS(0)))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

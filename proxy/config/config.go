@@ -30,6 +30,7 @@ type Config struct {
 
 	// keyshard additions, all optional; etc/ks.yaml documents each.
 	MaxConnections     int      `yaml:"max_connections"`      // 0 = unlimited; ER_CON_COUNT_ERROR past it
+	MaxProcs           int      `yaml:"max_procs"`            // GOMAXPROCS; 0 = GOMAXPROCS env or half the CPUs
 	TCPNoDelay         *bool    `yaml:"tcp_nodelay"`          // client side; default true
 	BackendTCPNoDelay  *bool    `yaml:"backend_tcp_nodelay"`  // default true
 	ClientWriteBuffer  int      `yaml:"client_write_buffer"`  // bytes, default 16384
@@ -281,4 +282,20 @@ func (n NodeConfig) Slaves() ([]Slave, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// Procs is the GOMAXPROCS keyshard runs with: max_procs when set, else the
+// GOMAXPROCS environment variable (env) when it holds a positive number,
+// else half of cpus (the CPUs Go would use by itself), at least 1. Halving
+// is the measured default: a relay spends most of its time in the kernel,
+// waking its peers, and a second P mostly adds runtime wake-ups and
+// speculative reads that find nothing (bench/RESULTS.md, 2026-11-23).
+func (c *Config) Procs(env string, cpus int) int {
+	if c.MaxProcs > 0 {
+		return c.MaxProcs
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(env)); err == nil && n > 0 {
+		return n
+	}
+	return max(1, cpus/2)
 }

@@ -398,6 +398,7 @@ schema_list:
 		{"bad log_level", minimal + "log_level: verbose\n", `test.yaml:9: log_level: want debug, info, warn or error, got "verbose"`},
 		{"bad log_sql", minimal + "log_sql: yes\n", `test.yaml:9: log_sql: want on or off, got "yes"`},
 		{"negative slow_log_time", minimal + "slow_log_time: -1\n", `test.yaml:9: slow_log_time: must not be negative`},
+		{"negative max_procs", minimal + "max_procs: -2\n", `test.yaml:9: max_procs: must not be negative, got -2`},
 		{"negative duration", minimal + "connect_timeout: -1s\n", `test.yaml:9: connect_timeout: must not be negative, got -1s`},
 		{"max_allowed_packet too small", minimal + "max_allowed_packet: 100\n", `test.yaml:9: max_allowed_packet: want 1024..1073741824 bytes, got 100`},
 		{"tls cert without key", minimal + "tls_cert: /x.pem\n", `test.yaml:9: tls_cert: set without tls_key: set both or neither`},
@@ -630,6 +631,29 @@ schema_list:
 	}
 	if c.Source() != "test.yaml" {
 		t.Errorf("Source() = %q", c.Source())
+	}
+}
+
+func TestProcs(t *testing.T) {
+	for _, tc := range []struct {
+		maxProcs int
+		env      string
+		cpus     int
+		want     int
+	}{
+		{0, "", 2, 1},    // half the CPUs: the measured default on 2 CPUs
+		{0, "", 1, 1},    // never 0
+		{0, "", 16, 8},   // half again
+		{0, "3", 2, 3},   // the environment when max_procs is unset
+		{0, " 4 ", 2, 4}, // spaces tolerated, like the runtime
+		{0, "x", 8, 4},   // a bad environment value falls back to half
+		{0, "0", 8, 4},   // and so does 0
+		{6, "3", 2, 6},   // max_procs wins over the environment
+	} {
+		c := &Config{MaxProcs: tc.maxProcs}
+		if got := c.Procs(tc.env, tc.cpus); got != tc.want {
+			t.Errorf("Procs(max_procs=%d, env=%q, cpus=%d) = %d, want %d", tc.maxProcs, tc.env, tc.cpus, got, tc.want)
+		}
 	}
 }
 

@@ -142,7 +142,7 @@ func (c *Config) validateTop(p *problems) {
 		key string
 		val int
 	}{
-		{"slow_log_time", c.SlowLogTime}, {"max_connections", c.MaxConnections},
+		{"slow_log_time", c.SlowLogTime}, {"max_connections", c.MaxConnections}, {"max_procs", c.MaxProcs},
 		{"client_write_buffer", c.ClientWriteBuffer}, {"backend_write_buffer", c.BackendWriteBuffer},
 		{"read_buffer", c.ReadBuffer}, {"pool_min_idle", c.PoolMinIdle},
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
