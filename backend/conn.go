@@ -76,7 +76,7 @@ func (c *Conn) MarkBroken() { c.broken = true }
 func (c *Conn) Broken() bool { return c.broken }
 
 func (c *Conn) errorf(kind Kind, err error, format string, args ...any) *Error {
-	return &Error{Kind: kind, Node: c.pool.node, Addr: c.pool.addr, Msg: fmt.Sprintf(format, args...), Err: err}
+	return &Error{Kind: kind, Node: c.pool.node, Addr: c.pool.addr, Role: c.pool.opts.Role, Msg: fmt.Sprintf(format, args...), Err: err}
 }
 
 // dial opens and authenticates a new backend connection.
@@ -87,7 +87,7 @@ func dial(ctx context.Context, p *Pool) (*Conn, error) {
 	defer cancel()
 	nc, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
-		return nil, &Error{Kind: KindConnect, Node: p.node, Addr: p.addr, Msg: "cannot connect", Err: err}
+		return nil, &Error{Kind: KindConnect, Node: p.node, Addr: p.addr, Role: p.opts.Role, Msg: "cannot connect", Err: err}
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(o.NoDelay)

@@ -18,6 +18,7 @@ const (
 	KindProtocol                    // the backend sent something we cannot parse
 	KindClosed                      // the pool is closed (shutdown or node removed)
 	KindAuth                        // the backend refused our credentials
+	KindDown                        // the backend is marked down (health checks or an admin)
 	kindEnd
 )
 
@@ -44,6 +45,8 @@ func (k Kind) String() string {
 		return "pool closed"
 	case KindAuth:
 		return "auth"
+	case KindDown:
+		return "down"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -53,12 +56,16 @@ type Error struct {
 	Kind Kind
 	Node string // node name from ks.yaml
 	Addr string // host:port
+	Role Role   // master, or a replica (named in the message)
 	Msg  string // what keyshard was doing
 	Err  error  // cause, may be nil
 }
 
 func (e *Error) Error() string {
 	s := fmt.Sprintf("node %s (%s): %s", e.Node, e.Addr, e.Msg)
+	if e.Role == RoleReplica {
+		s = fmt.Sprintf("node %s slave (%s): %s", e.Node, e.Addr, e.Msg)
+	}
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}

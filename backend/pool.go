@@ -28,6 +28,7 @@ type Options struct {
 	WriteBuffer    int
 	MaxPacket      int
 	StmtCache      int // prepared statements cached per connection (LRU)
+	Role           Role
 }
 
 func (o *Options) withDefaults() {
@@ -112,6 +113,9 @@ type Pool struct {
 
 	open, inUse, waits, waitNanos, timeouts, dialErrors, dials, closedN atomic.Int64
 	stmtPrepares, stmtsOpen                                             atomic.Int64
+
+	health
+	stmts Latency // statements run through Observe: count, errors, latency
 }
 
 // NewPool creates a pool and starts its maintenance goroutine, which opens
@@ -141,6 +145,19 @@ func (p *Pool) Node() string { return p.node }
 // Addr is the backend address.
 func (p *Pool) Addr() string { return p.addr }
 
+// Role is the pool's role in its node.
+func (p *Pool) Role() Role { return p.opts.Role }
+
+// InUse is the number of connections in use: statements in flight.
+func (p *Pool) InUse() int64 { return p.inUse.Load() }
+
+// Observe records one statement run on the pool: its time and whether it
+// failed.
+func (p *Pool) Observe(d time.Duration, failed bool) { p.stmts.Observe(d, failed) }
+
+// Statements returns the statements recorded by Observe.
+func (p *Pool) Statements() *Latency { return &p.stmts }
+
 // Options returns the pool's effective options.
 func (p *Pool) Options() Options { return p.opts }
 
@@ -151,7 +168,10 @@ func (p *Pool) BaseState() *State { return p.baseState }
 // for a free slot.
 func (p *Pool) Get(ctx context.Context) (*Conn, error) {
 	if p.closed.Load() {
-		return nil, &Error{Kind: KindClosed, Node: p.node, Addr: p.addr, Msg: "pool is closed"}
+		return nil, &Error{Kind: KindClosed, Node: p.node, Addr: p.addr, Role: p.opts.Role, Msg: "pool is closed"}
+	}
+	if p.Health() == Down {
+		return nil, p.downError()
 	}
 	select {
 	case p.sem <- struct{}{}:
@@ -203,14 +223,14 @@ func (p *Pool) wait(ctx context.Context) error {
 	case <-t.C:
 		p.waitNanos.Add(int64(time.Since(start)))
 		p.timeouts.Add(1)
-		return &Error{Kind: KindPoolTimeout, Node: p.node, Addr: p.addr,
+		return &Error{Kind: KindPoolTimeout, Node: p.node, Addr: p.addr, Role: p.opts.Role,
 			Msg: "no backend connection free within pool_wait_timeout " + p.opts.WaitTimeout.String() +
 				" (max_conns_limit " + itoa(p.opts.MaxConns) + " in use)"}
 	case <-ctx.Done():
 		p.waitNanos.Add(int64(time.Since(start)))
-		return &Error{Kind: KindPoolTimeout, Node: p.node, Addr: p.addr, Msg: "waiting for a backend connection", Err: ctx.Err()}
+		return &Error{Kind: KindPoolTimeout, Node: p.node, Addr: p.addr, Role: p.opts.Role, Msg: "waiting for a backend connection", Err: ctx.Err()}
 	case <-p.stop:
-		return &Error{Kind: KindClosed, Node: p.node, Addr: p.addr, Msg: "pool is closed"}
+		return &Error{Kind: KindClosed, Node: p.node, Addr: p.addr, Role: p.opts.Role, Msg: "pool is closed"}
 	}
 }
 

@@ -69,6 +69,7 @@ var backendCodes = map[backend.Kind]uint16{
 	backend.KindProtocol:    mysql.ER_NET_READ_ERROR,
 	backend.KindClosed:      mysql.ER_SERVER_SHUTDOWN,
 	backend.KindAuth:        mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+	backend.KindDown:        mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
 }
 
 // sqlStates overrides SQLSTATEs where go-mysql's table has none or a

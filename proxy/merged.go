@@ -17,7 +17,10 @@ import (
 // answer is read, so all run at once; then a streaming merge (see package
 // merge). send writes (and flushes) a leg's statement: text or
 // COM_STMT_EXECUTE; binary says the rows come in the binary protocol.
-func (s *Session) merged(rt *router.Routing, binary bool, send func(l *leg) error) error {
+//
+// read says the statement is read-only (router.ReadOnly): its legs may then
+// read from the nodes' replicas.
+func (s *Session) merged(rt *router.Routing, binary, read bool, send func(l *leg) error) error {
 	if s.txBegin != "" || s.inTx() {
 		return s.fail(newErr(errNotSupported, "keyshard: this SELECT reads %d sub-tables of sharded table %s and merges them, "+
 			"which runs on a connection per sub-table and so cannot see an open transaction; run it outside the transaction "+
@@ -47,7 +50,13 @@ func (s *Session) merged(rt *router.Routing, binary bool, send func(l *leg) erro
 			if s.pinned != nil && s.pinned.Pool() == n.Master && !usedPinned {
 				bc, usedPinned = s.pinned, true
 			} else {
-				bc, err = s.poolConn(n)
+				var p *backend.Pool
+				if p, err = s.readPool(n, read, nil); p == nil && err == nil {
+					p = n.Master
+				}
+				if err == nil {
+					bc, err = s.readConn(p)
+				}
 			}
 			if err != nil {
 				releaseAll()
@@ -82,20 +91,6 @@ func (s *Session) merged(rt *router.Routing, binary bool, send func(l *leg) erro
 		return errCloseAfterReply
 	}
 	return err
-}
-
-// poolConn is a connection from n's pool synced to the session, never the
-// pinned one: a merge reads its sub-tables on separate connections.
-func (s *Session) poolConn(n *backend.Node) (*backend.Conn, error) {
-	bc, err := n.Master.Get(s.srv.ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := bc.Sync(s.db, s.multi, s.state); err != nil {
-		s.releaseLoose(bc)
-		return nil, err
-	}
-	return bc, nil
 }
 
 // cancelLegs stops the statements of legs whose answer was not read to the

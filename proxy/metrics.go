@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -119,27 +120,50 @@ var (
 	descPoolDErr  = prometheus.NewDesc("keyshard_pool_dial_errors_total", "Backend connection attempts that failed.", poolLabels, nil)
 	descPoolStmts = prometheus.NewDesc("keyshard_pool_prepared_statements", "Statements keyshard holds prepared on the backend (bounded by connections x stmt_cache_size).", poolLabels, nil)
 	descPoolPreps = prometheus.NewDesc("keyshard_pool_prepares_total", "Statements prepared on the backend.", poolLabels, nil)
+
+	descBackendState = prometheus.NewDesc("keyshard_backend_state", "Backend state from its health checks: 0 up, 1 down, 2 lagging (a replica behind max_replication_lag).", poolLabels, nil)
+	descBackendLag   = prometheus.NewDesc("keyshard_backend_replication_lag_seconds", "Replication lag of a replica at its last check (-1: replication not running; 0 for a master).", poolLabels, nil)
+	descBackendStmts = prometheus.NewDesc("keyshard_backend_statements_total", "Statements relayed from the backend.", poolLabels, nil)
+	descBackendErrs  = prometheus.NewDesc("keyshard_backend_errors_total", "Statements relayed from the backend that ended in an error.", poolLabels, nil)
+	descBackendTime  = prometheus.NewDesc("keyshard_backend_statement_seconds", "Time from sending a statement to the backend to the end of its answer.", poolLabels, nil)
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPoolOpen, descPoolInUse, descPoolIdle, descPoolWaits, descPoolWait, descPoolTO, descPoolDial, descPoolDErr, descPoolStmts, descPoolPreps} {
+	for _, d := range []*prometheus.Desc{descPoolOpen, descPoolInUse, descPoolIdle, descPoolWaits, descPoolWait, descPoolTO, descPoolDial, descPoolDErr, descPoolStmts, descPoolPreps,
+		descBackendState, descBackendLag, descBackendStmts, descBackendErrs, descBackendTime} {
 		ch <- d
 	}
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, n := range c.s.nodes {
-		st := n.Master.Stats()
-		l := []string{name, n.Master.Addr(), "master"}
-		ch <- prometheus.MustNewConstMetric(descPoolOpen, prometheus.GaugeValue, float64(st.Open), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolInUse, prometheus.GaugeValue, float64(st.InUse), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolIdle, prometheus.GaugeValue, float64(st.Idle), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolWaits, prometheus.CounterValue, float64(st.Waits), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolWait, prometheus.CounterValue, st.WaitTime.Seconds(), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolTO, prometheus.CounterValue, float64(st.Timeouts), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolDial, prometheus.CounterValue, float64(st.Dials), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolDErr, prometheus.CounterValue, float64(st.DialErrors), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolStmts, prometheus.GaugeValue, float64(st.StmtsOpen), l...)
-		ch <- prometheus.MustNewConstMetric(descPoolPreps, prometheus.CounterValue, float64(st.StmtPrepares), l...)
+		for _, p := range n.Pools() {
+			c.collectPool(ch, name, p)
+		}
 	}
+}
+
+func (c *poolCollector) collectPool(ch chan<- prometheus.Metric, name string, p *backend.Pool) {
+	st := p.Stats()
+	l := []string{name, p.Addr(), p.Role().String()}
+	ch <- prometheus.MustNewConstMetric(descPoolOpen, prometheus.GaugeValue, float64(st.Open), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolInUse, prometheus.GaugeValue, float64(st.InUse), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolIdle, prometheus.GaugeValue, float64(st.Idle), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolWaits, prometheus.CounterValue, float64(st.Waits), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolWait, prometheus.CounterValue, st.WaitTime.Seconds(), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolTO, prometheus.CounterValue, float64(st.Timeouts), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolDial, prometheus.CounterValue, float64(st.Dials), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolDErr, prometheus.CounterValue, float64(st.DialErrors), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolStmts, prometheus.GaugeValue, float64(st.StmtsOpen), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolPreps, prometheus.CounterValue, float64(st.StmtPrepares), l...)
+	ch <- prometheus.MustNewConstMetric(descBackendState, prometheus.GaugeValue, float64(p.Health()), l...)
+	ch <- prometheus.MustNewConstMetric(descBackendLag, prometheus.GaugeValue, float64(p.Lag()), l...)
+	ls := p.Statements().Snapshot()
+	ch <- prometheus.MustNewConstMetric(descBackendStmts, prometheus.CounterValue, float64(ls.Count), l...)
+	ch <- prometheus.MustNewConstMetric(descBackendErrs, prometheus.CounterValue, float64(ls.Errors), l...)
+	buckets := make(map[float64]uint64, len(backend.LatencyBounds))
+	for k, b := range backend.LatencyBounds {
+		buckets[b] = ls.Cumulative[k]
+	}
+	ch <- prometheus.MustNewConstHistogram(descBackendTime, uint64(ls.Count), ls.Sum.Seconds(), buckets, l...)
 }

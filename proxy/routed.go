@@ -61,7 +61,7 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		return true, s.fail(mergeErr(rt, pl))
 	}
 	if rt.Spec != nil {
-		return true, s.merged(rt, false, sendQuery)
+		return true, s.merged(rt, false, router.ReadOnly(info), sendQuery)
 	}
 	if rt.Targets() == 1 {
 		r := &rt.Routes[0]
@@ -134,7 +134,7 @@ func (l *leg) next(status uint16) bool {
 // relayed as one result set (rows in sub-table order, never buffered);
 // writes report the summed affected rows.
 func (s *Session) scatter(rt *router.Routing, info router.Info) error {
-	return s.fanOut(rt, info.Kind == router.KindSelect, func(l *leg) error {
+	return s.fanOut(rt, info.Kind == router.KindSelect, router.ReadOnly(info), func(l *leg) error {
 		if len(l.route.SQL) > 1 {
 			if err := l.bc.Sync(s.db, true, s.state); err != nil {
 				return err
@@ -161,7 +161,7 @@ func sendQuery(l *leg) error {
 // leg's statements (and flushes them) and is called for every leg before
 // any answer is read. The answers are relayed as one result set (isSelect)
 // or summed into one OK.
-func (s *Session) fanOut(rt *router.Routing, isSelect bool, send func(l *leg) error) error {
+func (s *Session) fanOut(rt *router.Routing, isSelect, read bool, send func(l *leg) error) error {
 	if len(rt.Routes) > 1 && (s.txBegin != "" || s.inTx()) {
 		return s.fail(newErr(errCrossNodeTx, "keyshard: inside a transaction this statement would touch nodes %s and %s; "+
 			"a transaction can touch one node only (the transaction is still open)", rt.Routes[0].Node, rt.Routes[1].Node))
@@ -174,7 +174,7 @@ func (s *Session) fanOut(rt *router.Routing, isSelect bool, send func(l *leg) er
 	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
-		bc, err := s.connOn(s.srv.nodes[r.Node])
+		bc, _, err := s.connFor(s.srv.nodes[r.Node], read, nil)
 		if err != nil {
 			releaseAll()
 			return s.fail(err)

@@ -27,11 +27,14 @@ import (
 // Server accepts client connections and runs one Session goroutine per
 // client. Its configuration is an immutable snapshot.
 type Server struct {
-	cfg    *config.Config
-	nodes  map[string]*backend.Node
-	routes map[string]*router.Schema // by user
-	log    *zap.Logger
-	sql    *sqlLog
+	cfg *config.Config
+	// rywWindow: after a write, a session's reads stay on the master this
+	// long (read_your_writes: master); 0 with read_your_writes off.
+	rywWindow time.Duration
+	nodes     map[string]*backend.Node
+	routes    map[string]*router.Schema // by user
+	log       *zap.Logger
+	sql       *sqlLog
 
 	metrics *Metrics
 
@@ -81,6 +84,9 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	}
 	s.baseState = backend.NewState(cs, coll)
 	s.states.Store(uint8(defaultCollationID), s.baseState)
+	if cfg.ReadYourWrites == "master" {
+		s.rywWindow = cfg.ReadYourWritesWindow.D()
+	}
 	s.metrics = newMetrics(s)
 	if s.sql, err = newSQLLog(cfg); err != nil {
 		return nil, err
@@ -90,7 +96,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	}
 	for i := range cfg.Nodes {
 		n := &cfg.Nodes[i]
-		s.nodes[n.Name] = backend.NewNode(n.Name, n.Master, s.poolOptions(n))
+		s.nodes[n.Name] = backend.NewNode(n.Name, n.Master, s.nodeOptions(n))
 	}
 	return s, nil
 }
@@ -119,6 +125,25 @@ func boolOr(p *bool, def bool) bool {
 		return def
 	}
 	return *p
+}
+
+// nodeOptions are node n's pools, replicas and health checks.
+func (s *Server) nodeOptions(n *config.NodeConfig) backend.NodeOptions {
+	c := s.cfg
+	o := backend.NodeOptions{
+		Pool:           s.poolOptions(n),
+		HealthInterval: c.HealthCheckInterval.D(),
+		HealthTimeout:  c.HealthCheckTimeout.D(),
+		DownAfter:      time.Duration(n.DownAfterNoAlive) * time.Second,
+		MaxLag:         time.Duration(c.MaxReplicationLag) * time.Second,
+		MasterReads:    boolOr(c.MasterReads, true),
+		NoSplit:        !n.RWSplit(),
+	}
+	slaves, _ := n.Slaves() // validated by config.Parse
+	for _, sl := range slaves {
+		o.Replicas = append(o.Replicas, backend.ReplicaAddr{Addr: sl.Addr, Weight: sl.Weight})
+	}
+	return o
 }
 
 func (s *Server) poolOptions(n *config.NodeConfig) backend.Options {

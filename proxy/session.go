@@ -59,6 +59,9 @@ type Session struct {
 
 	route *router.Schema // the user's routing; nil without a schema
 
+	rwSplit   bool  // reads may go to replicas (user and schema allow it)
+	lastWrite int64 // unix nanos of the session's last write (read-your-writes)
+
 	lastInsertID uint64
 	rowCount     int64
 	foundRows    uint64
@@ -87,10 +90,13 @@ func (s *Session) startSession(db string) error {
 	s.node = nil
 	s.route = nil
 	s.txBegin = ""
+	s.rwSplit, s.lastWrite = false, 0
 	if sc, ok := s.srv.cfg.SchemaFor(s.user); ok {
 		s.schema = sc
 		s.node = s.srv.nodes[sc.Default]
 		s.route = s.srv.routes[s.user]
+		uc, _ := s.srv.cfg.UserPassword(s.user)
+		s.rwSplit = boolOr(sc.RWSplit, true) && boolOr(uc.RWSplit, true)
 	}
 	s.state = s.srv.stateFor(s.collation)
 	s.multi = s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0
@@ -428,6 +434,9 @@ func (s *Session) useDB(db string) error {
 func (s *Session) query(p []byte) error {
 	sql := unsafe.String(unsafe.SliceData(p[1:]), len(p)-1) // valid until the next client read
 	info := router.Classify(sql)
+	if s.splitting() && router.Writes(info) {
+		defer s.markWrite()
+	}
 	if info.Flags&router.FlagMulti != 0 && !s.multi {
 		// Without multi-statements the server reads one statement: a
 		// compound one (CREATE PROCEDURE ... BEGIN ...; ...; END) or a
@@ -530,11 +539,20 @@ func (s *Session) forwardTo(n *backend.Node, raw []byte, rewritten *string, info
 	retriable := s.pinned == nil && s.txBegin == "" && (raw == nil || raw[0] != mysql.COM_QUERY ||
 		len(infos) > 0 && (infos[0].Kind == router.KindSelect || infos[0].Kind == router.KindShow) &&
 			infos[0].Flags&(router.FlagMulti|router.FlagGetLock|router.FlagUserVar) == 0)
+	read := len(infos) > 0 && (raw == nil || raw[0] == mysql.COM_QUERY) && router.ReadOnly(infos[0])
+	var skip *backend.Pool
 	for attempt := 0; ; attempt++ {
-		bc, err := s.connOn(n)
+		bc, rp, err := s.connFor(n, read, skip)
 		if err != nil {
+			if attempt == 0 && rp != nil && retryRead(err) {
+				// The replica failed before anything was sent: once more,
+				// on another replica or the master.
+				skip = rp
+				continue
+			}
 			return s.fail(err)
 		}
+		start := time.Now()
 		bp := bc.Packets()
 		if rewritten != nil {
 			err = bp.WriteCommandString(mysql.COM_QUERY, *rewritten)
@@ -558,8 +576,12 @@ func (s *Session) forwardTo(n *backend.Node, raw []byte, rewritten *string, info
 			}
 			s.cur.Store(nil)
 		}
+		bc.Pool().Observe(time.Since(start), err != nil || res.err != nil)
 		if err != nil {
 			if retriable && attempt == 0 && !res.started && backend.KindOf(err) == backend.KindLost {
+				if rp != nil {
+					skip = rp
+				}
 				s.release(bc) // broken: discarded
 				continue
 			}

@@ -321,6 +321,9 @@ func (s *Session) forgetStmts() {
 
 // stmtExecute runs COM_STMT_EXECUTE.
 func (s *Session) stmtExecute(st *prepared, p []byte) error {
+	if s.splitting() && router.Writes(router.Info{Kind: st.kind}) {
+		defer s.markWrite()
+	}
 	if err := s.closeCursor(st); err != nil {
 		return s.fail(err)
 	}
@@ -382,9 +385,9 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 			"add the shard key %s to WHERE to reach one sub-table", rt.Targets(), st.plan.Tables()[0].Table, st.plan.Tables()[0].Key))
 	}
 	if rt.Spec != nil {
-		return s.merged(rt, true, func(l *leg) error { return s.sendExecutes(l, st, ex, p) })
+		return s.merged(rt, true, false, func(l *leg) error { return s.sendExecutes(l, st, ex, p) })
 	}
-	return s.fanOut(rt, st.kind == router.KindSelect, func(l *leg) error {
+	return s.fanOut(rt, st.kind == router.KindSelect, false, func(l *leg) error {
 		return s.sendExecutes(l, st, ex, p)
 	})
 }

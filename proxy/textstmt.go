@@ -127,7 +127,7 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 		return true, s.fail(mergeErr(rt, st.plan))
 	}
 	if rt.Spec != nil {
-		return true, s.merged(rt, false, sendQuery)
+		return true, s.merged(rt, false, false, sendQuery)
 	}
 	run := router.Info{Kind: st.kind}
 	if rt.Targets() == 1 {

@@ -53,6 +53,12 @@ const (
 	FlagTemporary                       // CREATE/DROP TEMPORARY TABLE
 	FlagMulti                           // more than one statement
 	FlagSysVar                          // reads @@system variables
+	// FlagMasterOnly: a read that must still run on the master: locking
+	// reads (FOR UPDATE, LOCK IN SHARE MODE), sequence functions, lock
+	// functions, SELECT ... INTO, and kingshard's /*master*/ hint. The
+	// words are matched anywhere in the statement, so an unquoted column
+	// named, say, share only costs a read on the master.
+	FlagMasterOnly
 )
 
 // Info is the result of Classify.
@@ -70,6 +76,7 @@ func Classify(sql string) Info {
 	var info Info
 	words := 0
 	var first, second string
+	var masterWords Flags
 	n := len(sql)
 	for i := 0; i < n; {
 		c := sql[i]
@@ -99,6 +106,9 @@ func Classify(sql string) Info {
 			if j < 0 {
 				i = n
 			} else {
+				if eqFold(trimBlanks(sql[i+2:j]), "master") {
+					info.Flags |= FlagMasterOnly
+				}
 				i = j + 2
 			}
 		case c == '*' && i+1 < n && sql[i+1] == '/':
@@ -164,7 +174,10 @@ func Classify(sql string) Info {
 				second = w
 			}
 			words++
-			info.Flags |= wordFlags(w)
+			f := wordFlags(w)
+			// Master-only words matter in a read only (INSERT INTO...).
+			masterWords |= f & FlagMasterOnly
+			info.Flags |= f &^ FlagMasterOnly
 			i = j
 		default:
 			i++
@@ -175,6 +188,9 @@ func Classify(sql string) Info {
 		return info
 	}
 	info.Kind = kindOf(first, second)
+	if info.Kind == KindSelect {
+		info.Flags |= masterWords
+	}
 	if info.Kind == KindDDL && eqFold(first, "create") && eqFold(second, "temporary") {
 		info.Flags |= FlagTemporary
 	}
@@ -183,9 +199,36 @@ func Classify(sql string) Info {
 
 func wordFlags(w string) Flags {
 	switch len(w) {
+	case 4:
+		if eqFold(w, "into") || eqFold(w, "next") {
+			return FlagMasterOnly
+		}
+	case 5:
+		if eqFold(w, "share") {
+			return FlagMasterOnly
+		}
+	case 6:
+		if eqFold(w, "update") || eqFold(w, "setval") {
+			return FlagMasterOnly
+		}
+	case 7:
+		if eqFold(w, "nextval") || eqFold(w, "lastval") {
+			return FlagMasterOnly
+		}
+	case 12:
+		if eqFold(w, "release_lock") || eqFold(w, "is_free_lock") || eqFold(w, "is_used_lock") {
+			return FlagMasterOnly
+		}
+	case 17:
+		if eqFold(w, "release_all_locks") {
+			return FlagMasterOnly
+		}
 	case 8:
 		if eqFold(w, "get_lock") {
 			return FlagGetLock
+		}
+		if eqFold(w, "previous") {
+			return FlagMasterOnly
 		}
 	case 9:
 		if eqFold(w, "row_count") {
@@ -363,4 +406,34 @@ func eqFold(s, lower string) bool {
 		}
 	}
 	return true
+}
+
+// trimBlanks trims spaces, tabs and line breaks.
+func trimBlanks(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t' || s[0] == '\n' || s[0] == '\r') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t' || s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// ReadOnly reports whether a statement classified as info is a plain read
+// that a replica can answer: a SELECT with no side effect on the session
+// or the data, and no reason to see the master's latest state.
+func ReadOnly(info Info) bool {
+	return info.Kind == KindSelect &&
+		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagSessionFunc|FlagMasterOnly|FlagTemporary) == 0
+}
+
+// Writes reports whether a statement may change data on the master, so
+// that the session's next reads should see it (read-your-writes).
+func Writes(info Info) bool {
+	switch info.Kind {
+	case KindInsert, KindUpdate, KindDelete, KindReplace, KindDDL, KindCommit, KindCall, KindLoad,
+		KindOther, KindExecute, KindLockTables:
+		return true
+	}
+	return false
 }

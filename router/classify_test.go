@@ -55,6 +55,21 @@ func TestClassify(t *testing.T) {
 		{"select @a:=1", KindSelect, FlagUserVar},
 		{"select a@b from t", KindSelect, FlagUserVar},
 		{"select 1 from t where x = '@@identity'", KindSelect, 0},
+		// Reads that must stay on the master; writes are not flagged.
+		{"select * from t where id = 1 for update", KindSelect, FlagMasterOnly},
+		{"SELECT * FROM t LOCK IN SHARE MODE", KindSelect, FlagMasterOnly},
+		{"select nextval(s)", KindSelect, FlagMasterOnly},
+		{"select next value for s", KindSelect, FlagMasterOnly},
+		{"select previous value for s", KindSelect, FlagMasterOnly},
+		{"select setval(s, 10)", KindSelect, FlagMasterOnly},
+		{"select release_lock('x')", KindSelect, FlagMasterOnly},
+		{"select a into outfile '/tmp/x' from t", KindSelect, FlagMasterOnly},
+		{"/*master*/ select * from t", KindSelect, FlagMasterOnly},
+		{"/* Master */select 1", KindSelect, FlagMasterOnly},
+		{"/* masters */ select 1", KindSelect, 0},
+		{"select 'for update', `share` from t", KindSelect, 0},
+		{"insert into t select * from u", KindInsert, 0},
+		{"/*master*/ insert into t values (1)", KindInsert, FlagMasterOnly},
 	}
 	for _, c := range cases {
 		got := Classify(c.sql)
@@ -88,4 +103,41 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("bad start %d", info.Start)
 		}
 	})
+}
+
+func TestReadOnlyAndWrites(t *testing.T) {
+	for _, c := range []struct {
+		sql           string
+		read, written bool
+	}{
+		{"select * from t where id = 1", true, false},
+		{"with x as (select 1) select * from x", true, false},
+		{"select * from t for update", false, false},
+		{"/*master*/ select 1", false, false},
+		{"select last_insert_id()", false, false},
+		{"select @a", false, false},
+		{"select get_lock('l', 1)", false, false},
+		{"select 1; select 2", false, false},
+		{"show tables", false, false},
+		{"insert into t values (1)", false, true},
+		{"update t set a = 1", false, true},
+		{"delete from t", false, true},
+		{"replace into t values (1)", false, true},
+		{"create table t (a int)", false, true},
+		{"commit", false, true},
+		{"call p()", false, true},
+		{"do release_lock('x')", false, true},
+		{"begin", false, false},
+		{"rollback", false, false},
+		{"set names utf8mb4", false, false},
+		{"use db", false, false},
+	} {
+		info := Classify(c.sql)
+		if got := ReadOnly(info); got != c.read {
+			t.Errorf("ReadOnly(%q) = %v, want %v", c.sql, got, c.read)
+		}
+		if got := Writes(info); got != c.written {
+			t.Errorf("Writes(%q) = %v, want %v", c.sql, got, c.written)
+		}
+	}
 }

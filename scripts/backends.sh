@@ -5,6 +5,9 @@
 #                                       for go test -race), and the Debian packages named, if missing;
 #                                       no-op otherwise
 #   backends.sh up N [BASEPORT]         start N instances on 127.0.0.1:BASEPORT.. (default 3307); idempotent
+#   backends.sh replica MASTER PORT     start (or reuse) an instance on PORT replicating 127.0.0.1:MASTER
+#                                       (GTID, MASTER_USE_GTID=slave_pos, from the master's first binlog
+#                                       event); idempotent
 #   backends.sh down                    stop every instance under the directory and remove it
 #   backends.sh status                  one line per instance: port, pid, up/down
 #   backends.sh stop PORT               stop one instance, keep its datadir
@@ -275,6 +278,50 @@ cmd_up() {
 	done
 }
 
+# slave_field PORT FIELD prints one field of the instance's SHOW SLAVE STATUS.
+slave_field() {
+	client mariadb "$1" -e 'SHOW SLAVE STATUS\G' | awk -v f="$2:" '$1 == f { print $2; exit }'
+}
+
+cmd_replica() {
+	[[ $# -eq 2 ]] || usage
+	local master=$1 port=$2
+	valid_port "$master"
+	valid_port "$port"
+	[[ $master != "$port" ]] || die "an instance cannot replicate itself"
+	alive "$master" || die "master 127.0.0.1:$master is not running (start it first: backends.sh up 1 $master)"
+	cmd_up 1 "$port" >&2
+	if [[ $(slave_field "$port" Master_Port) == "$master" ]]; then
+		# Already this master's replica: make sure both threads run.
+		client mariadb "$port" -e 'START SLAVE' 2>/dev/null || true
+	else
+		# The replica replays the master's binary log from its first event
+		# (the master's accounts and databases are created with IF NOT
+		# EXISTS, so they replay cleanly). Tables made with sql_log_bin=0
+		# on the master are not replicated.
+		client mariadb "$port" <<EOF
+STOP SLAVE;
+RESET SLAVE ALL;
+SET GLOBAL gtid_slave_pos = '';
+CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = $master, MASTER_USER = 'ks',
+  MASTER_PASSWORD = 'ks', MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1;
+START SLAVE;
+EOF
+	fi
+	local deadline=$((SECONDS + READY_TIMEOUT)) io sql
+	while :; do
+		io=$(slave_field "$port" Slave_IO_Running)
+		sql=$(slave_field "$port" Slave_SQL_Running)
+		[[ $io == Yes && $sql == Yes ]] && break
+		if ((SECONDS >= deadline)); then
+			client mariadb "$port" -e 'SHOW SLAVE STATUS\G' >&2 || true
+			die "replica 127.0.0.1:$port of $master: IO thread $io, SQL thread $sql after ${READY_TIMEOUT}s"
+		fi
+		sleep 0.2
+	done
+	echo "127.0.0.1:$port replicates 127.0.0.1:$master"
+}
+
 # stop_instance shuts one instance down cleanly, killing it if it hangs.
 stop_instance() {
 	local port=$1 pid
@@ -369,6 +416,7 @@ main() {
 	case $cmd in
 	install) cmd_install "$@" ;;
 	up) cmd_up "$@" ;;
+	replica) cmd_replica "$@" ;;
 	down) cmd_down "$@" ;;
 	status) cmd_status "$@" ;;
 	stop) cmd_stop "$@" ;;

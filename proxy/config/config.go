@@ -45,15 +45,23 @@ type Config struct {
 	MaxAllowedPacket   int      `yaml:"max_allowed_packet"`   // default 64 MiB
 	StmtCacheSize      int      `yaml:"stmt_cache_size"`      // prepared statements kept per backend connection, default 64
 	MaxMergeRows       int      `yaml:"max_merge_rows"`       // groups a cross-shard merge may hold to re-sort, default 100000
-	TLSCert            string   `yaml:"tls_cert"`             // PEM paths; both or neither
-	TLSKey             string   `yaml:"tls_key"`
-	RSAKey             string   `yaml:"rsa_key"`             // PEM private key for caching_sha2 full auth; empty = generated at start
-	DefaultAuthPlugin  string   `yaml:"default_auth_plugin"` // mysql_native_password (default) | caching_sha2_password
-	AdminUsers         []string `yaml:"admin_users"`
-	LogMaxSizeMB       int      `yaml:"log_max_size_mb"`  // lumberjack, default 100
-	LogMaxBackups      int      `yaml:"log_max_backups"`  // omitted = 5; 0 = keep all
-	LogMaxAgeDays      int      `yaml:"log_max_age_days"` // omitted = 7; 0 = no age limit
-	LogCompress        *bool    `yaml:"log_compress"`     // default true
+
+	// Read/write splitting and health checks (etc/ks.yaml documents each).
+	HealthCheckInterval  Duration `yaml:"health_check_interval"`   // default 1s
+	HealthCheckTimeout   Duration `yaml:"health_check_timeout"`    // default 1s
+	MaxReplicationLag    int      `yaml:"max_replication_lag"`     // seconds; 0 = off
+	MasterReads          *bool    `yaml:"master_reads"`            // master serves reads when no replica can; default true
+	ReadYourWrites       string   `yaml:"read_your_writes"`        // master | off; default master
+	ReadYourWritesWindow Duration `yaml:"read_your_writes_window"` // default 1s
+	TLSCert              string   `yaml:"tls_cert"`                // PEM paths; both or neither
+	TLSKey               string   `yaml:"tls_key"`
+	RSAKey               string   `yaml:"rsa_key"`             // PEM private key for caching_sha2 full auth; empty = generated at start
+	DefaultAuthPlugin    string   `yaml:"default_auth_plugin"` // mysql_native_password (default) | caching_sha2_password
+	AdminUsers           []string `yaml:"admin_users"`
+	LogMaxSizeMB         int      `yaml:"log_max_size_mb"`  // lumberjack, default 100
+	LogMaxBackups        int      `yaml:"log_max_backups"`  // omitted = 5; 0 = keep all
+	LogMaxAgeDays        int      `yaml:"log_max_age_days"` // omitted = 7; 0 = no age limit
+	LogCompress          *bool    `yaml:"log_compress"`     // default true
 
 	src string // Source given to Parse, for Validate's messages
 	pos
@@ -66,6 +74,8 @@ type UserConfig struct {
 	// AuthPlugin is a keyshard addition: if set and the client starts with
 	// another plugin, the proxy sends an auth switch.
 	AuthPlugin string `yaml:"auth_plugin"`
+	// RWSplit false keeps all of this user's reads on the masters.
+	RWSplit *bool `yaml:"rw_split"`
 
 	pos
 }
@@ -82,7 +92,7 @@ type NodeConfig struct {
 
 	// kingshard 2015 keys, read by legacy.go only
 	idleConns int
-	rwSplit   bool
+	rwSplit   *bool // false: this node's reads stay on its master
 
 	pos
 }
@@ -94,6 +104,8 @@ type SchemaConfig struct {
 	Nodes     []string      `yaml:"nodes"`
 	Default   string        `yaml:"default"`
 	ShardRule []ShardConfig `yaml:"shard"`
+	// RWSplit false keeps the schema's reads on the masters.
+	RWSplit *bool `yaml:"rw_split"`
 
 	pos
 }
@@ -299,3 +311,7 @@ func (c *Config) Procs(env string, cpus int) int {
 	}
 	return max(1, cpus/2)
 }
+
+// RWSplit reports whether reads may go to this node's replicas (false only
+// when kingshard's old node key rw_split says so).
+func (n *NodeConfig) RWSplit() bool { return n.rwSplit == nil || *n.rwSplit }

@@ -85,7 +85,6 @@ func TestKingshardSamples(t *testing.T) {
 				}
 			},
 			warns: []string{
-				"ks.yaml:71: nodes[0].down_after_noalive: not yet supported",
 				"web_user: not yet supported", "web_password: not yet supported",
 			},
 		},
@@ -131,7 +130,7 @@ func TestKingshardSamples(t *testing.T) {
 					t.Errorf("node1 = %+v", *n)
 				}
 			},
-			warns: []string{"ups: old kingshard form", "nodes[0].slave: not yet supported (read/write splitting)"},
+			warns: []string{"ups: old kingshard form"},
 		},
 		{
 			file:    "multi.yaml",
@@ -143,7 +142,7 @@ func TestKingshardSamples(t *testing.T) {
 					t.Errorf("idle_conns not read as max_conns_limit: %d", n.MaxConnsLimit)
 				}
 			},
-			warns: []string{"nodes[0].idle_conns: old kingshard key, read as max_conns_limit", "nodes[0].rw_split: not yet supported"},
+			warns: []string{"nodes[0].idle_conns: old kingshard key, read as max_conns_limit"},
 		},
 		{
 			file:    "kingshard.yaml",
@@ -753,9 +752,6 @@ schema_list:
 		"test.yaml:3: blacklist_sql_file: not yet supported (SQL blacklist), ignored",
 		"test.yaml:4: web_user: not yet supported (basic auth on web_addr), ignored",
 		"test.yaml:5: web_password: not yet supported (basic auth on web_addr), ignored",
-		"test.yaml:10: nodes[0].slave: not yet supported (read/write splitting), ignored",
-		"test.yaml:11: nodes[0].down_after_noalive: not yet supported (backend health checks), ignored; also set at nodes[1].down_after_noalive",
-		"test.yaml:17: nodes[1].rw_split: not yet supported (read/write splitting), ignored",
 	}
 	if !reflect.DeepEqual(warns, want) {
 		t.Errorf("warnings\n%s\nwant\n%s", strings.Join(warns, "\n"), strings.Join(want, "\n"))

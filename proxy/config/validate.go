@@ -31,6 +31,9 @@ const (
 	defaultMaxConnsLimit = 16
 	defaultStmtCache     = 64
 	defaultMaxMergeRows  = 100000
+	defaultHealthCheck   = time.Second
+	defaultRYWWindow     = time.Second
+	defaultReadYourWrite = "master"
 
 	minMaxPacket = 1 << 10 // MySQL's own bounds for max_allowed_packet
 	maxMaxPacket = 1 << 30
@@ -93,6 +96,12 @@ func (c *Config) ApplyDefaults() {
 	num(&c.MaxAllowedPacket, defaultMaxPacket)
 	num(&c.StmtCacheSize, defaultStmtCache)
 	num(&c.MaxMergeRows, defaultMaxMergeRows)
+	dur(&c.HealthCheckInterval, defaultHealthCheck)
+	dur(&c.HealthCheckTimeout, defaultHealthCheck)
+	boolean(&c.MasterReads, true)
+	c.ReadYourWrites = strings.ToLower(c.ReadYourWrites)
+	str(&c.ReadYourWrites, defaultReadYourWrite)
+	dur(&c.ReadYourWritesWindow, defaultRYWWindow)
 	str(&c.DefaultAuthPlugin, defaultAuthPlugin)
 	num(&c.LogMaxSizeMB, defaultLogMaxSizeMB)
 	omitted(&c.LogMaxBackups, "log_max_backups", defaultLogMaxBackups)
@@ -132,6 +141,9 @@ func (c *Config) validateTop(p *problems) {
 	if !oneOf(strings.ToLower(c.LogLevel), "", "debug", "info", "warn", "error") {
 		p.add(at("log_level"), "log_level", "want debug, info, warn or error, got %q", c.LogLevel)
 	}
+	if !oneOf(strings.ToLower(c.ReadYourWrites), "", "master", "off") {
+		p.add(at("read_your_writes"), "read_your_writes", "want master or off, got %q", c.ReadYourWrites)
+	}
 	if !oneOf(strings.ToLower(c.LogSQL), "", "on", "off") {
 		p.add(at("log_sql"), "log_sql", "want on or off, got %q", c.LogSQL)
 	}
@@ -146,7 +158,7 @@ func (c *Config) validateTop(p *problems) {
 		{"client_write_buffer", c.ClientWriteBuffer}, {"backend_write_buffer", c.BackendWriteBuffer},
 		{"read_buffer", c.ReadBuffer}, {"pool_min_idle", c.PoolMinIdle},
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
-		{"stmt_cache_size", c.StmtCacheSize}, {"max_merge_rows", c.MaxMergeRows},
+		{"stmt_cache_size", c.StmtCacheSize}, {"max_merge_rows", c.MaxMergeRows}, {"max_replication_lag", c.MaxReplicationLag},
 	} {
 		if n.val < 0 {
 			p.add(at(n.key), n.key, "must not be negative, got %d", n.val)
@@ -158,6 +170,8 @@ func (c *Config) validateTop(p *problems) {
 	}{
 		{"pool_wait_timeout", c.PoolWaitTimeout}, {"pool_idle_timeout", c.PoolIdleTimeout},
 		{"pool_max_lifetime", c.PoolMaxLifetime}, {"connect_timeout", c.ConnectTimeout},
+		{"health_check_interval", c.HealthCheckInterval}, {"health_check_timeout", c.HealthCheckTimeout},
+		{"read_your_writes_window", c.ReadYourWritesWindow},
 		{"shutdown_timeout", c.ShutdownTimeout},
 	} {
 		if d.val < 0 {

@@ -19,15 +19,6 @@ var notYetSupported = []struct {
 	feature string
 	sites   func(c *Config) []site
 }{
-	{"slave", "read/write splitting", func(c *Config) []site {
-		return nodeSites(c, "slave", func(n *NodeConfig) bool { return strings.TrimSpace(n.Slave) != "" })
-	}},
-	{"rw_split", "read/write splitting", func(c *Config) []site {
-		return nodeSites(c, "rw_split", func(n *NodeConfig) bool { return n.rwSplit })
-	}},
-	{"down_after_noalive", "backend health checks", func(c *Config) []site {
-		return nodeSites(c, "down_after_noalive", func(n *NodeConfig) bool { return n.DownAfterNoAlive != 0 })
-	}},
 	{"blacklist_sql_file", "SQL blacklist", func(c *Config) []site { return topSite(c, "blacklist_sql_file", c.BlacklistSQLFile) }},
 	{"web_user", "basic auth on web_addr", func(c *Config) []site { return topSite(c, "web_user", c.WebUser) }},
 	{"web_password", "basic auth on web_addr", func(c *Config) []site { return topSite(c, "web_password", c.WebPassword) }},

@@ -1,0 +1,236 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// Role is a backend's place in its node.
+type Role uint8
+
+// Backend roles.
+const (
+	RoleMaster Role = iota
+	RoleReplica
+)
+
+func (r Role) String() string {
+	if r == RoleReplica {
+		return "slave" // kingshard's word, as in ks.yaml
+	}
+	return "master"
+}
+
+// Health is a backend's state as its checker last saw it.
+type Health int32
+
+// Health states.
+const (
+	Up      Health = iota
+	Down           // checks failed for down_after_noalive: no statement is sent to it
+	Lagging        // a replica behind by more than max_replication_lag: no reads
+)
+
+func (h Health) String() string {
+	switch h {
+	case Down:
+		return "down"
+	case Lagging:
+		return "lagging"
+	}
+	return "up"
+}
+
+// health is the part of a Pool its checker maintains.
+type health struct {
+	state     atomic.Int32
+	lag       atomic.Int64 // replication lag in seconds; -1 unknown (replication stopped), 0 for a master
+	failSince atomic.Int64 // unix nanos of the first failed check in a row; 0 when the last check passed
+	fails     atomic.Int32 // failed checks in a row
+	lastErr   atomic.Pointer[string]
+	adminDown atomic.Bool // taken down by an operator: stays down until put up
+}
+
+// Health returns the pool's state.
+func (p *Pool) Health() Health {
+	if p.adminDown.Load() {
+		return Down
+	}
+	return Health(p.state.Load())
+}
+
+// Readable reports whether reads may be sent to the pool.
+func (p *Pool) Readable() bool { return p.Health() == Up }
+
+// Lag is the replication lag in seconds the last check saw (-1: unknown,
+// replication not running).
+func (p *Pool) Lag() int64 { return p.lag.Load() }
+
+// LastCheckError is the error of the last failed check ("" after a pass).
+func (p *Pool) LastCheckError() string {
+	if e := p.lastErr.Load(); e != nil {
+		return *e
+	}
+	return ""
+}
+
+// SetAdminDown takes the backend out of service (true) or puts it back
+// (false); when down, its idle connections are closed.
+func (p *Pool) SetAdminDown(down bool) {
+	p.adminDown.Store(down)
+	if down {
+		p.dropIdle()
+	}
+}
+
+// downError is the error for a statement sent to a backend that is down.
+func (p *Pool) downError() *Error {
+	msg := p.opts.Role.String() + " is down"
+	switch {
+	case p.adminDown.Load():
+		msg += " (taken down by an admin command)"
+	case p.failSince.Load() != 0:
+		since := time.Since(time.Unix(0, p.failSince.Load())).Round(time.Millisecond)
+		msg += " (health checks failing for " + since.String()
+		if e := p.LastCheckError(); e != "" {
+			msg += ": " + e
+		}
+		msg += ")"
+	}
+	return &Error{Kind: KindDown, Node: p.node, Addr: p.addr, Role: p.opts.Role, Msg: msg}
+}
+
+// runChecker checks p every interval until stop closes: a ping over a
+// connection of its own and, for a replica, its replication lag.
+func runChecker(p *Pool, o NodeOptions, stop chan struct{}) {
+	timeout := o.HealthTimeout
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	var c *Conn
+	defer func() {
+		if c != nil {
+			c.close()
+		}
+	}()
+	t := time.NewTicker(o.HealthInterval)
+	defer t.Stop()
+	for {
+		lag, err := probe(p, &c, timeout)
+		p.checked(lag, err, o)
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// probe runs one check on *c, dialing it first when needed; a failed
+// check closes it.
+func probe(p *Pool, c **Conn, timeout time.Duration) (lag int64, err error) {
+	if *c == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		*c, err = dial(ctx, p)
+		cancel()
+		if err != nil {
+			*c = nil
+			return 0, err
+		}
+	}
+	cn := *c
+	defer func() {
+		if err != nil {
+			cn.close()
+			*c = nil
+		}
+	}()
+	_ = cn.SetDeadline(time.Now().Add(timeout))
+	defer func() { _ = cn.SetDeadline(time.Time{}) }()
+	if p.opts.Role != RoleReplica {
+		return 0, cn.Ping()
+	}
+	r, err := cn.Exec("SHOW SLAVE STATUS")
+	if err != nil {
+		var me *mysql.MyError
+		if errors.As(err, &me) {
+			// The server answers but will not tell its lag (the account
+			// lacks REPLICA MONITOR, say): alive, lag unknown.
+			return -1, nil
+		}
+		return 0, err
+	}
+	return slaveLag(r), nil
+}
+
+// slaveLag reads Seconds_Behind_Master from SHOW SLAVE STATUS: -1 when it
+// is NULL (a replication thread stopped) or the server replicates nothing.
+func slaveLag(r *Result) int64 {
+	if len(r.Rows) == 0 {
+		return -1
+	}
+	for i, col := range r.Columns {
+		if !strings.EqualFold(col, "Seconds_Behind_Master") {
+			continue
+		}
+		if v := r.Rows[0][i]; v != nil {
+			if n, err := strconv.ParseInt(*v, 10, 64); err == nil {
+				return n
+			}
+		}
+		return -1
+	}
+	return -1
+}
+
+// checked records a check's outcome.
+func (p *Pool) checked(lag int64, err error, o NodeOptions) {
+	now := time.Now().UnixNano()
+	if err != nil {
+		s := err.Error()
+		var be *Error
+		if errors.As(err, &be) {
+			// Not "node n (addr): ..." again inside the down error.
+			s = be.Msg
+			if be.Err != nil {
+				s += ": " + be.Err.Error()
+			}
+		}
+		p.lastErr.Store(&s)
+		p.failSince.CompareAndSwap(0, now)
+		// Down after down_after_noalive of failures, and never on a single
+		// failed check: a busy server may miss one.
+		if p.fails.Add(1) >= 2 && time.Duration(now-p.failSince.Load()) >= o.DownAfter &&
+			p.state.Swap(int32(Down)) != int32(Down) {
+			p.dropIdle()
+		}
+		return
+	}
+	p.lastErr.Store(nil)
+	p.failSince.Store(0)
+	p.fails.Store(0)
+	p.lag.Store(lag)
+	st := Up
+	if o.MaxLag > 0 && (lag < 0 || time.Duration(lag)*time.Second > o.MaxLag) {
+		st = Lagging
+	}
+	p.state.Store(int32(st))
+}
+
+// dropIdle closes the pool's idle connections (the backend went down:
+// they are most likely dead).
+func (p *Pool) dropIdle() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		p.closeConn(c, false)
+	}
+}
