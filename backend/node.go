@@ -127,7 +127,10 @@ func (n *Node) ReadPool(skip *Pool) *Pool {
 	a := pickWeighted(reps, skip, nil, rand.IntN(total))
 	if wa := weightOf(reps, a); total > wa {
 		b := pickWeighted(reps, skip, a, rand.IntN(total-wa))
-		// a.load/a.weight > b.load/b.weight, without division.
+		// Fewer statements in flight per unit of weight wins:
+		// a.inUse/wa > b.inUse/wb, without division. On a tie (both idle)
+		// the first, weighted draw stands, so idle replicas share reads
+		// by weight.
 		if a.inUse.Load()*int64(weightOf(reps, b)) > b.inUse.Load()*int64(wa) {
 			return b
 		}

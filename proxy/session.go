@@ -416,8 +416,14 @@ func (s *Session) release(bc *backend.Conn) {
 }
 
 // useDB changes the current database after checking it on the backend.
+//
+// The check is a read: outside a transaction it may run on a replica, so
+// that clients can connect while the master is down.
 func (s *Session) useDB(db string) error {
-	bc, err := s.conn()
+	bc, rp, err := s.connFor(nil, true, nil)
+	if err != nil && rp != nil && retryRead(err) {
+		bc, _, err = s.connFor(nil, true, rp)
+	}
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
@@ -37,6 +38,7 @@ type prepared struct {
 	sql    string // the client's text
 	db     string // database at PREPARE: the statement resolves names there
 	kind   router.Kind
+	read   bool // router.ReadOnly: its executions may read from a replica
 	params int
 	cols   int    // column count the client last saw (PREPARE, then each EXECUTE)
 	types  []byte // parameter types last bound by the client
@@ -97,7 +99,7 @@ func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
 func (s *Session) stmtPrepare(p []byte) error {
 	sql := string(p[1:])
 	info := router.Classify(sql)
-	st := &prepared{sql: sql, db: s.db, kind: info.Kind, sticky: stickyReason(info),
+	st := &prepared{sql: sql, db: s.db, kind: info.Kind, read: router.ReadOnly(info), sticky: stickyReason(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
 	text := sql
@@ -407,10 +409,16 @@ func (s *Session) execOn(n *backend.Node, st *prepared, sql string, ex *wire.Exe
 	if cursor && s.pinned != nil && n != nil && s.pinned.Pool() != n.Master {
 		return s.fail(newErr(errNotSupported, "keyshard: a cursor on node %s while the session is pinned to node %s is not supported", n.Name, s.pinned.Node()))
 	}
-	bc, err := s.connOn(n)
+	bc, rp, err := s.connFor(n, st.read && !cursor, nil)
+	if err != nil && rp != nil && retryRead(err) {
+		// The replica failed before anything was sent: once more, on
+		// another replica or the master.
+		bc, _, err = s.connFor(n, true, rp)
+	}
 	if err != nil {
 		return s.fail(err)
 	}
+	start := time.Now()
 	if err := s.sendExecute(bc, st, sql, ex, p, params); err != nil {
 		var me *mysql.MyError
 		if errors.As(err, &me) && !bc.Broken() {
@@ -435,6 +443,7 @@ func (s *Session) execOn(n *backend.Node, st *prepared, sql string, ex *wire.Exe
 		res, err = s.relayCols(bc, false, cols)
 	}
 	s.cur.Store(nil)
+	bc.Pool().Observe(time.Since(start), err != nil || res.err != nil)
 	if err != nil {
 		return s.backendFailed(bc, err)
 	}
