@@ -286,6 +286,13 @@ func TestDefaults(t *testing.T) {
 		{"log_max_age_days", c.LogMaxAgeDays, 7},
 		{"log_compress", *c.LogCompress, true},
 		{"max_conns_limit", c.Nodes[0].MaxConnsLimit, 16},
+		{"health_check_interval", c.HealthCheckInterval.D(), time.Second},
+		{"health_check_timeout", c.HealthCheckTimeout.D(), time.Second},
+		{"max_replication_lag", c.MaxReplicationLag, 0},
+		{"master_reads", *c.MasterReads, true},
+		{"read_your_writes", c.ReadYourWrites, "master"},
+		{"read_your_writes_window", c.ReadYourWritesWindow.D(), time.Second},
+		{"nodes[0] rw_split", c.Nodes[0].RWSplit(), true},
 	} {
 		if f.got != f.want {
 			t.Errorf("%s = %v, want %v", f.name, f.got, f.want)
@@ -398,6 +405,9 @@ schema_list:
 		{"bad log_sql", minimal + "log_sql: yes\n", `test.yaml:9: log_sql: want on or off, got "yes"`},
 		{"negative slow_log_time", minimal + "slow_log_time: -1\n", `test.yaml:9: slow_log_time: must not be negative`},
 		{"negative max_procs", minimal + "max_procs: -2\n", `test.yaml:9: max_procs: must not be negative, got -2`},
+		{"bad read_your_writes", minimal + "read_your_writes: always\n", `test.yaml:9: read_your_writes: want master or off, got "always"`},
+		{"negative max_replication_lag", minimal + "max_replication_lag: -1\n", `test.yaml:9: max_replication_lag: must not be negative`},
+		{"negative health_check_interval", minimal + "health_check_interval: -1s\n", `test.yaml:9: health_check_interval: must not be negative`},
 		{"negative duration", minimal + "connect_timeout: -1s\n", `test.yaml:9: connect_timeout: must not be negative, got -1s`},
 		{"max_allowed_packet too small", minimal + "max_allowed_packet: 100\n", `test.yaml:9: max_allowed_packet: want 1024..1073741824 bytes, got 100`},
 		{"tls cert without key", minimal + "tls_cert: /x.pem\n", `test.yaml:9: tls_cert: set without tls_key: set both or neither`},
@@ -768,5 +778,39 @@ func TestLoadMissingFile(t *testing.T) {
 	_, _, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load = %v", err)
+	}
+}
+
+func TestRWSplitKeys(t *testing.T) {
+	c, warns := mustParse(t, `user_list:
+  - {user: ks, password: ks, rw_split: false}
+read_your_writes: OFF
+master_reads: false
+max_replication_lag: 10
+nodes:
+  - name: node1
+    user: ks
+    master: 127.0.0.1:3307
+    slave: 127.0.0.1:3309@2,127.0.0.1:3310
+    rw_split: false
+    down_after_noalive: 30
+schema_list:
+  - {user: ks, nodes: [node1], default: node1, rw_split: true}
+`)
+	if len(warns) != 0 {
+		t.Errorf("warnings: %q", warns)
+	}
+	if c.ReadYourWrites != "off" || *c.MasterReads || c.MaxReplicationLag != 10 {
+		t.Errorf("read_your_writes %q master_reads %v max_replication_lag %d", c.ReadYourWrites, *c.MasterReads, c.MaxReplicationLag)
+	}
+	if u, _ := c.UserPassword("ks"); u.RWSplit == nil || *u.RWSplit {
+		t.Errorf("user rw_split = %v", u.RWSplit)
+	}
+	if s := c.SchemaList[0]; s.RWSplit == nil || !*s.RWSplit {
+		t.Errorf("schema rw_split = %v", s.RWSplit)
+	}
+	// kingshard's old node key: false keeps the node's reads on its master.
+	if n := c.Nodes[0]; n.RWSplit() || n.DownAfterNoAlive != 30 {
+		t.Errorf("node rw_split %v down_after_noalive %d", n.RWSplit(), n.DownAfterNoAlive)
 	}
 }
