@@ -386,6 +386,7 @@ func TestReplicaKilledUnderLoad(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // one health interval
 	load.late.Store(true)
+	waitGauge(t, p, "keyshard_backend_state", rwRepA, 1) // down
 	time.Sleep(time.Second)
 	load.finish()
 	t.Logf("replica A killed: %d reads ok, %d errors (%d after one health interval)", load.ok.Load(), load.errs.Load(), load.lateErrs.Load())
@@ -409,6 +410,9 @@ func TestReplicaKilledUnderLoad(t *testing.T) {
 			}
 		}
 		if globalStatus(t, rwRepA, "Com_select") > sel0 {
+			if s := backendGauge(t, p, "keyshard_backend_state", rwRepA); s != 0 {
+				t.Errorf("replica A serves reads in state %v", s)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -465,3 +469,74 @@ func TestMasterDownReadsGoOn(t *testing.T) {
 }
 
 func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// backendGauge reads a keyshard_backend_* gauge of the backend at port.
+func backendGauge(t *testing.T, p *testProxy, name string, port int) float64 {
+	t.Helper()
+	mfs, err := p.Srv.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "addr" && l.GetValue() == addr {
+					if m.GetGauge() != nil {
+						return m.GetGauge().GetValue()
+					}
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s for %s", name, addr)
+	return 0
+}
+
+// waitGauge waits until the gauge reads want.
+func waitGauge(t *testing.T, p *testProxy, name string, port int, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for backendGauge(t, p, name, port) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s of %d = %v, want %v", name, port, backendGauge(t, p, name, port), want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestLaggingReplicaSkipped(t *testing.T) {
+	replicationGroup(t)
+	p := startProxy(t, rwYAML([2]int{1, 1}, "max_replication_lag: 5\nread_your_writes: off"))
+	db := p.open(t, "ks:ks", "ks_test", "")
+	waitGauge(t, p, "keyshard_backend_replication_lag_seconds", rwRepA, 0)
+	waitGauge(t, p, "keyshard_backend_state", rwRepA, 0)
+	// Replica A stops applying: its lag is unknown (NULL), so it is
+	// treated as lagging and gets no reads.
+	mustExec(t, direct(t, rwRepA, ""), "STOP SLAVE SQL_THREAD")
+	t.Cleanup(func() { startSlave(t, rwRepA) })
+	waitGauge(t, p, "keyshard_backend_state", rwRepA, 2)
+	if lag := backendGauge(t, p, "keyshard_backend_replication_lag_seconds", rwRepA); lag != -1 {
+		t.Errorf("lag of a stopped replica = %v, want -1", lag)
+	}
+	sel0 := counters(t, "Com_select")
+	for range 100 {
+		var v int
+		if err := db.QueryRow("SELECT v FROM rw_t WHERE id = 1").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := delta(sel0, counters(t, "Com_select")); d != [3]int64{0, 0, 100} {
+		t.Errorf("reads with replica A lagging: Com_select deltas = %v, want [0 0 100]", d)
+	}
+	if n := backendGauge(t, p, "keyshard_backend_statements_total", rwRepB); n < 100 {
+		t.Errorf("keyshard_backend_statements_total of replica B = %v, want >= 100", n)
+	}
+	// Caught up: back in rotation.
+	startSlave(t, rwRepA)
+	waitGauge(t, p, "keyshard_backend_state", rwRepA, 0)
+}
