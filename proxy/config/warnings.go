@@ -31,16 +31,6 @@ func topSite(c *Config, key, val string) []site {
 	return []site{{c.lineOf(key), key}}
 }
 
-func nodeSites(c *Config, key string, set func(*NodeConfig) bool) []site {
-	var out []site
-	for i := range c.Nodes {
-		if n := &c.Nodes[i]; set(n) {
-			out = append(out, site{n.lineOf(key), join(n.pathOr(fmt.Sprintf("nodes[%d]", i)), key)})
-		}
-	}
-	return out
-}
-
 // notYetSupported warns once per row of the table that is set in cfg.
 func (d *decoder) notYetSupported(cfg *Config) {
 	for _, u := range notYetSupported {
