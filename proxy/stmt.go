@@ -123,7 +123,17 @@ func (s *Session) stmtPrepare(p []byte) error {
 			}
 		}
 	}
-	bc, err := s.looseConn(node)
+	// A read-only statement is prepared (for its metadata) where its
+	// executions may run: on a replica when the session can read from one,
+	// so that reads go on while the master is down.
+	var bc *backend.Conn
+	var err error
+	if rp, _ := s.readPool(node, st.read, nil); rp != nil {
+		bc, err = s.readConn(rp)
+	}
+	if bc == nil {
+		bc, err = s.looseConn(node)
+	}
 	if err != nil {
 		return s.fail(err)
 	}

@@ -445,10 +445,14 @@ func TestMasterDownReadsGoOn(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("write failed after %v, want fast", took)
 	}
-	for range 100 {
+	for i := range 100 {
 		var v int
 		if err := db.QueryRow("SELECT v FROM rw_t WHERE id = 1").Scan(&v); err != nil {
 			t.Fatalf("read with the master down: %v", err)
+		}
+		// Prepared too: prepared and executed on a replica.
+		if err := db.QueryRow("SELECT v FROM rw_t WHERE id = ?", 1+i%3).Scan(&v); err != nil {
+			t.Fatalf("prepared read with the master down: %v", err)
 		}
 	}
 	// Back up: writes work again.
