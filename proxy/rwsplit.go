@@ -52,7 +52,9 @@ func (s *Session) readConn(p *backend.Pool) (*backend.Conn, error) {
 }
 
 // connFor returns the connection for a statement on node n: from a read
-// pool when readPool picks one (and that pool), else connOn's.
+// pool when readPool picks one (and that pool), else connOn's. A read pool
+// that fails to give a connection is tried once more elsewhere (another
+// replica or the master), unless this is already a retry (skip set).
 func (s *Session) connFor(n *backend.Node, read bool, skip *backend.Pool) (*backend.Conn, *backend.Pool, error) {
 	p, err := s.readPool(n, read, skip)
 	if err != nil {
@@ -63,6 +65,9 @@ func (s *Session) connFor(n *backend.Node, read bool, skip *backend.Pool) (*back
 		return bc, nil, err
 	}
 	bc, err := s.readConn(p)
+	if err != nil && skip == nil && retryRead(err) {
+		return s.connFor(n, read, p)
+	}
 	return bc, p, err
 }
 
@@ -79,6 +84,6 @@ func retryRead(err error) bool {
 	return false
 }
 
-// splitting reports whether the session's statement info may change what
-// later reads see, so that read-your-writes applies.
+// splitting reports whether the session tracks its writes for
+// read-your-writes (it splits reads and the window is on).
 func (s *Session) splitting() bool { return s.rwSplit && s.srv.rywWindow > 0 }

@@ -420,10 +420,7 @@ func (s *Session) release(bc *backend.Conn) {
 // The check is a read: outside a transaction it may run on a replica, so
 // that clients can connect while the master is down.
 func (s *Session) useDB(db string) error {
-	bc, rp, err := s.connFor(nil, true, nil)
-	if err != nil && rp != nil && retryRead(err) {
-		bc, _, err = s.connFor(nil, true, rp)
-	}
+	bc, _, err := s.connFor(nil, true, nil)
 	if err != nil {
 		return err
 	}
@@ -550,12 +547,6 @@ func (s *Session) forwardTo(n *backend.Node, raw []byte, rewritten *string, info
 	for attempt := 0; ; attempt++ {
 		bc, rp, err := s.connFor(n, read, skip)
 		if err != nil {
-			if attempt == 0 && rp != nil && retryRead(err) {
-				// The replica failed before anything was sent: once more,
-				// on another replica or the master.
-				skip = rp
-				continue
-			}
 			return s.fail(err)
 		}
 		start := time.Now()

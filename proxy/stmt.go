@@ -419,12 +419,7 @@ func (s *Session) execOn(n *backend.Node, st *prepared, sql string, ex *wire.Exe
 	if cursor && s.pinned != nil && n != nil && s.pinned.Pool() != n.Master {
 		return s.fail(newErr(errNotSupported, "keyshard: a cursor on node %s while the session is pinned to node %s is not supported", n.Name, s.pinned.Node()))
 	}
-	bc, rp, err := s.connFor(n, st.read && !cursor, nil)
-	if err != nil && rp != nil && retryRead(err) {
-		// The replica failed before anything was sent: once more, on
-		// another replica or the master.
-		bc, _, err = s.connFor(n, true, rp)
-	}
+	bc, _, err := s.connFor(n, st.read && !cursor, nil)
 	if err != nil {
 		return s.fail(err)
 	}
