@@ -2,6 +2,7 @@ package backend
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,6 +214,50 @@ func (n *Node) RemoveReplica(addr string) bool {
 	gone.Close()
 	return true
 }
+
+// SetReplicas makes want the node's replica list: replicas not in it are
+// removed (their statements in flight finish, then their pools close), new
+// ones added, weights updated. Kept replicas keep their pools and state.
+func (n *Node) SetReplicas(want []ReplicaAddr) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	old := *n.replicas.Load()
+	reps := make([]*Replica, 0, len(want))
+	keep := map[*Pool]bool{}
+	for _, w := range want {
+		i := slices.IndexFunc(old, func(r *Replica) bool { return r.Pool.Addr() == w.Addr })
+		if i < 0 {
+			rep := n.newReplica(w)
+			reps = append(reps, rep)
+			n.startCheckerLocked(rep.Pool)
+			continue
+		}
+		keep[old[i].Pool] = true
+		reps = append(reps, &Replica{Pool: old[i].Pool, Weight: max(w.Weight, 1)})
+	}
+	var gone []*Pool
+	for _, r := range old {
+		if !keep[r.Pool] {
+			gone = append(gone, r.Pool)
+			if stop, ok := n.checkers[r.Pool]; ok {
+				close(stop)
+				delete(n.checkers, r.Pool)
+			}
+		}
+	}
+	n.replicas.Store(&reps)
+	n.mu.Unlock()
+	for _, p := range gone {
+		p.Close()
+	}
+}
+
+// Options returns the options the node was built with (Replicas as at
+// creation).
+func (n *Node) Options() NodeOptions { return n.opts }
 
 // Close stops the health checkers and closes every pool.
 func (n *Node) Close() {

@@ -148,7 +148,7 @@ func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
 // handshake runs the connection phase: greeting, optional TLS upgrade,
 // authentication (with auth switch and caching_sha2 full authentication).
 func (s *Session) handshake() error {
-	cfg := s.srv.cfg
+	cfg := s.snap.cfg
 	plugin := defaultPlugin(cfg.DefaultAuthPlugin)
 	scramble := newScramble()
 	if err := s.writeInitialHandshake(scramble, plugin); err != nil {
@@ -212,13 +212,13 @@ func defaultPlugin(name string) string {
 // configured plugin differs or the client's is not supported.
 func (s *Session) authenticate(user, clientPlugin string, auth, scramble []byte) error {
 	denied := newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", user, s.remoteHost, yesNo(len(auth) > 0))
-	uc, ok := s.srv.cfg.UserPassword(user)
+	uc, ok := s.snap.cfg.UserPassword(user)
 	want := clientPlugin
 	if ok && uc.AuthPlugin != "" {
 		want = uc.AuthPlugin
 	}
 	if want != mysql.AUTH_NATIVE_PASSWORD && want != mysql.AUTH_CACHING_SHA2_PASSWORD {
-		want = defaultPlugin(s.srv.cfg.DefaultAuthPlugin)
+		want = defaultPlugin(s.snap.cfg.DefaultAuthPlugin)
 	}
 	if want != clientPlugin {
 		scramble = newScramble()

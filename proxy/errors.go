@@ -28,6 +28,7 @@ const (
 	errKilled
 	errTxLost
 	errCrossNodeTx
+	errOffline
 	errKindEnd
 )
 
@@ -59,7 +60,12 @@ var proxyCodes = map[errKind]uint16{
 	errKilled:             mysql.ER_QUERY_INTERRUPTED,
 	errTxLost:             mysql.ER_ERROR_DURING_ROLLBACK,
 	errCrossNodeTx:        mysql.ER_NOT_SUPPORTED_YET,
+	errOffline:            erServerOfflineMode,
 }
+
+// erServerOfflineMode is MySQL's ER_SERVER_OFFLINE_MODE (offline_mode=ON),
+// which go-mysql does not list.
+const erServerOfflineMode = 3032
 
 // backendCodes maps each backend error kind to its MySQL errno.
 var backendCodes = map[backend.Kind]uint16{
@@ -78,6 +84,7 @@ var sqlStates = map[uint16]string{
 	mysql.ER_MALFORMED_PACKET:               "HY000",
 	mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE: "HY000",
 	mysql.ER_QUERY_INTERRUPTED:              "70100",
+	erServerOfflineMode:                     "HY000",
 }
 
 // toMySQL is THE mapping from any error keyshard hands a client to a MySQL

@@ -28,7 +28,7 @@ func (s *Session) merged(rt *router.Routing, binary, read bool, send func(l *leg
 	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
-		if max := s.srv.nodes[r.Node].Master.Options().MaxConns; len(r.SQL) > max {
+		if max := s.snap.nodes[r.Node].Master.Options().MaxConns; len(r.SQL) > max {
 			return s.fail(newErr(errNotSupported, "keyshard: merging %d sub-tables of sharded table %s on node %s needs a connection per sub-table, "+
 				"more than its max_conns_limit %d; raise max_conns_limit or add the shard key to WHERE", len(r.SQL), rt.Spec.Table, r.Node, max))
 		}
@@ -43,7 +43,7 @@ func (s *Session) merged(rt *router.Routing, binary, read bool, send func(l *leg
 	usedPinned := false
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
-		n := s.srv.nodes[r.Node]
+		n := s.snap.nodes[r.Node]
 		for j := range r.SQL {
 			var bc *backend.Conn
 			var err error
@@ -212,7 +212,7 @@ func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error
 		return failed
 	}
 	m, err := merge.New(merge.Config{Spec: spec, Offset: rt.Offset, Count: rt.Count, Args: rt.Args, Cols: cols,
-		Binary: binary, MaxRows: s.srv.cfg.MaxMergeRows})
+		Binary: binary, MaxRows: s.snap.cfg.MaxMergeRows})
 	if err != nil {
 		return s.fail(err)
 	}

@@ -80,7 +80,7 @@ func (c *planCacheCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *planCacheCollector) Collect(ch chan<- prometheus.Metric) {
-	for user, r := range c.s.routes {
+	for user, r := range c.s.snap.Load().routes {
 		if !r.Sharded() {
 			continue
 		}
@@ -136,7 +136,7 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, n := range c.s.nodes {
+	for name, n := range c.s.Nodes() {
 		for _, p := range n.Pools() {
 			c.collectPool(ch, name, p)
 		}

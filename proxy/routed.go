@@ -65,7 +65,7 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	}
 	if rt.Targets() == 1 {
 		r := &rt.Routes[0]
-		return true, s.forwardTo(s.srv.nodes[r.Node], nil, &r.SQL[0], info)
+		return true, s.forwardTo(s.snap.nodes[r.Node], nil, &r.SQL[0], info)
 	}
 	return true, s.scatter(rt, info)
 }
@@ -95,7 +95,7 @@ func (s *Session) hintNode(lead string) (*backend.Node, bool) {
 	}
 	for _, n := range s.schema.Nodes {
 		if n == name {
-			return s.srv.nodes[n], true
+			return s.snap.nodes[n], true
 		}
 	}
 	return nil, false
@@ -174,7 +174,7 @@ func (s *Session) fanOut(rt *router.Routing, isSelect, read bool, send func(l *l
 	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
-		bc, _, err := s.connFor(s.srv.nodes[r.Node], read, nil)
+		bc, _, err := s.connFor(s.snap.nodes[r.Node], read, nil)
 		if err != nil {
 			releaseAll()
 			return s.fail(err)

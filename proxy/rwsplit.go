@@ -27,7 +27,7 @@ func (s *Session) readPool(n *backend.Node, read bool, skip *backend.Pool) (*bac
 	if n == nil || !n.Splits() {
 		return nil, nil
 	}
-	if w := s.srv.rywWindow; w > 0 && s.lastWrite != 0 && time.Duration(time.Now().UnixNano()-s.lastWrite) < w {
+	if w := s.snap.rywWindow; w > 0 && s.lastWrite != 0 && time.Duration(time.Now().UnixNano()-s.lastWrite) < w {
 		return nil, nil
 	}
 	p := n.ReadPool(skip)
@@ -86,4 +86,4 @@ func retryRead(err error) bool {
 
 // splitting reports whether the session tracks its writes for
 // read-your-writes (it splits reads and the window is on).
-func (s *Session) splitting() bool { return s.rwSplit && s.srv.rywWindow > 0 }
+func (s *Session) splitting() bool { return s.rwSplit && s.snap.rywWindow > 0 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,18 +28,20 @@ import (
 // Server accepts client connections and runs one Session goroutine per
 // client. Its configuration is an immutable snapshot.
 type Server struct {
-	cfg *config.Config
-	// rywWindow: after a write, a session's reads stay on the master this
-	// long (read_your_writes: master); 0 with read_your_writes off.
-	rywWindow time.Duration
-	nodes     map[string]*backend.Node
-	routes    map[string]*router.Schema // by user
-	log       *zap.Logger
-	sql       *sqlLog
+	snap atomic.Pointer[snapshot] // the running configuration
+	log  *zap.Logger
+	sql  *sqlLog
 
 	metrics *Metrics
 
-	allow     *ipFilter
+	reloadMu     sync.Mutex // one reload or admin change at a time
+	reloads      atomic.Int64
+	reloadErrors atomic.Int64
+	lastReload   atomic.Int64 // unix nanos
+	started      time.Time
+	offline      atomic.Bool // admin 'change proxy offline': new connections refused
+	admin        atomic.Pointer[AdminFunc]
+
 	tlsConf   *tls.Config
 	rsaKey    *rsa.PrivateKey
 	rsaPubPEM []byte
@@ -62,12 +65,8 @@ type Server struct {
 // New builds a server from a validated config. Backend pools start warming
 // in the background; a dead backend is not an error here.
 func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, nodes: map[string]*backend.Node{}}
+	s := &Server{log: log, started: time.Now()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	var err error
-	if s.allow, err = parseAllowIPs(cfg.AllowIPs); err != nil {
-		return nil, err
-	}
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -84,26 +83,24 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	}
 	s.baseState = backend.NewState(cs, coll)
 	s.states.Store(uint8(defaultCollationID), s.baseState)
-	if cfg.ReadYourWrites == "master" {
-		s.rywWindow = cfg.ReadYourWritesWindow.D()
-	}
 	s.metrics = newMetrics(s)
+	var err error
 	if s.sql, err = newSQLLog(cfg); err != nil {
 		return nil, err
 	}
-	if s.routes, err = buildRoutes(cfg); err != nil {
+	snap, _, err := s.buildSnapshot(cfg, nil)
+	if err != nil {
 		return nil, err
 	}
-	for i := range cfg.Nodes {
-		n := &cfg.Nodes[i]
-		s.nodes[n.Name] = backend.NewNode(n.Name, n.Master, s.nodeOptions(n))
-	}
+	s.snap.Store(snap)
 	return s, nil
 }
 
-// buildRoutes compiles each schema's shard rules for the router.
-func buildRoutes(cfg *config.Config) (map[string]*router.Schema, error) {
+// buildRoutes compiles each schema's shard rules for the router. A schema
+// whose rules are unchanged from old keeps its router (and plan cache).
+func buildRoutes(cfg *config.Config, old *snapshot) (map[string]*router.Schema, map[string]router.SchemaConfig, error) {
 	out := map[string]*router.Schema{}
+	cfgs := map[string]router.SchemaConfig{}
 	for i := range cfg.SchemaList {
 		sc := &cfg.SchemaList[i]
 		rc := router.SchemaConfig{Default: sc.Default, Nodes: sc.Nodes}
@@ -111,13 +108,20 @@ func buildRoutes(cfg *config.Config) (map[string]*router.Schema, error) {
 			r := &sc.ShardRule[j]
 			rc.Tables = append(rc.Tables, router.TableConfig{DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes, Shard: r.ShardRule()})
 		}
+		cfgs[sc.User] = rc
+		if old != nil {
+			if prev, ok := old.routeCfgs[sc.User]; ok && reflect.DeepEqual(prev, rc) {
+				out[sc.User] = old.routes[sc.User]
+				continue
+			}
+		}
 		rs, err := router.NewSchema(rc, 0)
 		if err != nil {
-			return nil, fmt.Errorf("schema_list[%d] (user %s): %w", i, sc.User, err)
+			return nil, nil, fmt.Errorf("schema_list[%d] (user %s): %w", i, sc.User, err)
 		}
 		out[sc.User] = rs
 	}
-	return out, nil
+	return out, cfgs, nil
 }
 
 func boolOr(p *bool, def bool) bool {
@@ -128,10 +132,9 @@ func boolOr(p *bool, def bool) bool {
 }
 
 // nodeOptions are node n's pools, replicas and health checks.
-func (s *Server) nodeOptions(n *config.NodeConfig) backend.NodeOptions {
-	c := s.cfg
+func (s *Server) nodeOptions(c *config.Config, n *config.NodeConfig) backend.NodeOptions {
 	o := backend.NodeOptions{
-		Pool:           s.poolOptions(n),
+		Pool:           s.poolOptions(c, n),
 		HealthInterval: c.HealthCheckInterval.D(),
 		HealthTimeout:  c.HealthCheckTimeout.D(),
 		DownAfter:      time.Duration(n.DownAfterNoAlive) * time.Second,
@@ -146,8 +149,7 @@ func (s *Server) nodeOptions(n *config.NodeConfig) backend.NodeOptions {
 	return o
 }
 
-func (s *Server) poolOptions(n *config.NodeConfig) backend.Options {
-	c := s.cfg
+func (s *Server) poolOptions(c *config.Config, n *config.NodeConfig) backend.Options {
 	return backend.Options{
 		User: n.User, Password: n.Password,
 		CollationID: defaultCollationID, Charset: s.baseState.Charset, Collation: s.baseState.Collation,
@@ -219,12 +221,12 @@ func (s *Server) stateFor(id uint8) *backend.State {
 // Metrics returns the server's metrics (for the admin HTTP server).
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
-// Nodes returns the backend nodes by name.
-func (s *Server) Nodes() map[string]*backend.Node { return s.nodes }
+// Nodes returns the backend nodes by name (do not modify the map).
+func (s *Server) Nodes() map[string]*backend.Node { return s.snap.Load().nodes }
 
 // ListenAndServe listens on the configured addr and serves until Shutdown.
 func (s *Server) ListenAndServe() error {
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	ln, err := net.Listen("tcp", s.Config().Addr)
 	if err != nil {
 		return err
 	}
@@ -280,13 +282,15 @@ var ErrServerClosed = errors.New("keyshard: server closed")
 func (s *Server) handle(nc net.Conn) {
 	defer s.wg.Done()
 	s.metrics.accepted.Inc()
+	snap := s.snap.Load()
+	cfg := snap.cfg
 	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(boolOr(s.cfg.TCPNoDelay, true))
+		_ = tc.SetNoDelay(boolOr(cfg.TCPNoDelay, true))
 	}
 	id := s.nextID.Add(1)
-	sess := &Session{srv: s, id: id, nc: nc, log: s.log.With(zap.Uint32("conn", id))}
-	sess.pkt = wire.NewConn(nc, s.cfg.ReadBuffer, s.cfg.ClientWriteBuffer)
-	sess.pkt.MaxRead = s.cfg.MaxAllowedPacket
+	sess := &Session{srv: s, snap: snap, id: id, nc: nc, log: s.log.With(zap.Uint32("conn", id))}
+	sess.pkt = wire.NewConn(nc, cfg.ReadBuffer, cfg.ClientWriteBuffer)
+	sess.pkt.MaxRead = cfg.MaxAllowedPacket
 	host, _, _ := net.SplitHostPort(nc.RemoteAddr().String())
 	sess.remoteHost = host
 	defer func() {
@@ -299,7 +303,7 @@ func (s *Server) handle(nc net.Conn) {
 		}
 	}()
 
-	if !s.allow.allowed(nc.RemoteAddr()) {
+	if !snap.allow.allowed(nc.RemoteAddr()) {
 		s.metrics.rejected("host").Inc()
 		sess.writeError(newErr(errHostNotAllowed, "Host '%s' is not allowed to connect to this keyshard server", host))
 		_ = sess.pkt.Flush()
@@ -307,7 +311,7 @@ func (s *Server) handle(nc net.Conn) {
 	}
 	n := s.conns.Add(1)
 	defer s.conns.Add(-1)
-	if max := s.cfg.MaxConnections; max > 0 && n > int64(max) {
+	if max := cfg.MaxConnections; max > 0 && n > int64(max) {
 		s.metrics.rejected("max_connections").Inc()
 		sess.writeError(newErr(errTooManyConnections, "Too many connections (max_connections %d)", max))
 		_ = sess.pkt.Flush()
@@ -315,6 +319,12 @@ func (s *Server) handle(nc net.Conn) {
 	}
 	if s.shuttingDown.Load() {
 		sess.writeError(newErr(errShutdown, "Server shutdown in progress"))
+		_ = sess.pkt.Flush()
+		return
+	}
+	if s.offline.Load() {
+		s.metrics.rejected("offline").Inc()
+		sess.writeError(newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused"))
 		_ = sess.pkt.Flush()
 		return
 	}
@@ -390,9 +400,11 @@ loop:
 		}
 	}
 	s.cancel()
-	for _, n := range s.nodes {
+	s.reloadMu.Lock() // no reload swaps in new nodes after this
+	for _, n := range s.snap.Load().nodes {
 		n.Close()
 	}
+	s.reloadMu.Unlock()
 	s.sql.close()
 	return err
 }

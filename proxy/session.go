@@ -32,6 +32,7 @@ import (
 // tables, PREPARE).
 type Session struct {
 	srv        *Server
+	snap       *snapshot // the configuration this session runs on
 	id         uint32
 	nc         net.Conn
 	pkt        *wire.Conn
@@ -91,12 +92,9 @@ func (s *Session) startSession(db string) error {
 	s.route = nil
 	s.txBegin = ""
 	s.rwSplit, s.lastWrite = false, 0
-	if sc, ok := s.srv.cfg.SchemaFor(s.user); ok {
-		s.schema = sc
-		s.node = s.srv.nodes[sc.Default]
-		s.route = s.srv.routes[s.user]
-		uc, _ := s.srv.cfg.UserPassword(s.user)
-		s.rwSplit = boolOr(sc.RWSplit, true) && boolOr(uc.RWSplit, true)
+	s.snap = s.srv.snap.Load()
+	if sc, ok := s.snap.cfg.SchemaFor(s.user); ok {
+		s.bindSchema(sc)
 	}
 	s.state = s.srv.stateFor(s.collation)
 	s.multi = s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0
@@ -108,6 +106,27 @@ func (s *Session) startSession(db string) error {
 		}
 	}
 	return nil
+}
+
+// rebind moves the session to a reloaded configuration (between
+// statements, outside a transaction): its schema, default node, routing
+// and the plans of its prepared statements follow the new snapshot.
+func (s *Session) rebind(snap *snapshot) {
+	s.snap = snap
+	s.schema, s.node, s.route, s.rwSplit = nil, nil, nil, false
+	if sc, ok := snap.cfg.SchemaFor(s.user); ok {
+		s.bindSchema(sc)
+	}
+	s.replanStmts()
+}
+
+// bindSchema binds the session to sc, its user's schema.
+func (s *Session) bindSchema(sc *config.SchemaConfig) {
+	s.schema = sc
+	s.node = s.snap.nodes[sc.Default]
+	s.route = s.snap.routes[s.user]
+	uc, _ := s.snap.cfg.UserPassword(s.user)
+	s.rwSplit = boolOr(sc.RWSplit, true) && boolOr(uc.RWSplit, true)
 }
 
 // endSession returns or cleans the pinned connection.
@@ -164,6 +183,9 @@ func (s *Session) run() {
 		}
 		s.busy.Store(true)
 		start := time.Now()
+		if snap := s.srv.snap.Load(); snap != s.snap && !s.inTx() && s.txBegin == "" {
+			s.rebind(snap)
+		}
 		cmd := p[0]
 		err = s.dispatch(cmd, p)
 		d := time.Since(start)
@@ -193,7 +215,7 @@ func (s *Session) lingerClose() {
 		_ = cw.CloseWrite()
 	}
 	_ = s.nc.SetReadDeadline(time.Now().Add(time.Second))
-	_, _ = io.Copy(io.Discard, io.LimitReader(s.nc, int64(s.srv.cfg.MaxAllowedPacket)+1<<24))
+	_, _ = io.Copy(io.Discard, io.LimitReader(s.nc, int64(s.snap.cfg.MaxAllowedPacket)+1<<24))
 }
 
 var (
@@ -437,6 +459,11 @@ func (s *Session) useDB(db string) error {
 func (s *Session) query(p []byte) error {
 	sql := unsafe.String(unsafe.SliceData(p[1:]), len(p)-1) // valid until the next client read
 	info := router.Classify(sql)
+	if info.Flags&router.FlagMulti == 0 && isAdminCandidate(sql[info.Start:]) {
+		if handled, err := s.adminStmt(sql[info.Start:]); handled {
+			return err
+		}
+	}
 	if s.splitting() && router.Writes(info) {
 		defer s.markWrite()
 	}
@@ -759,7 +786,7 @@ func (s *Session) kill(id uint32, queryOnly bool) error {
 		return s.fail(newErr(errNoSuchThread, "Unknown thread id: %d", id))
 	}
 	t := v.(*Session)
-	if t.user != s.user && !s.srv.cfg.IsAdmin(s.user) {
+	if t.user != s.user && !s.snap.cfg.IsAdmin(s.user) {
 		return s.fail(newErr(errNoSuchThread, "You are not owner of thread %d", id))
 	}
 	if t == s {

@@ -28,8 +28,7 @@ type sqlLog struct {
 
 func newSQLLog(cfg *config.Config) (*sqlLog, error) {
 	l := &sqlLog{}
-	l.all.Store(strings.EqualFold(cfg.LogSQL, "on"))
-	l.slowNs.Store(int64(cfg.SlowLogTime) * int64(time.Millisecond))
+	l.configure(cfg)
 	var err error
 	if l.sql, err = l.open(cfg, "sql.log"); err != nil {
 		return nil, err
@@ -38,6 +37,12 @@ func newSQLLog(cfg *config.Config) (*sqlLog, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// configure applies log_sql and slow_log_time (at start and on reload).
+func (l *sqlLog) configure(cfg *config.Config) {
+	l.all.Store(strings.EqualFold(cfg.LogSQL, "on"))
+	l.slowNs.Store(int64(cfg.SlowLogTime) * int64(time.Millisecond))
 }
 
 func (l *sqlLog) open(cfg *config.Config, name string) (*zap.Logger, error) {

@@ -53,6 +53,9 @@ type prepared struct {
 	lits   []router.Literal
 	prefix string
 	node   *backend.Node
+	// planErr: after a config reload the statement no longer routes; its
+	// executions fail with this error.
+	planErr error
 
 	// sticky: executing the statement leaves state on the connection
 	// (SET, user variables, temporary tables, locks...): the session keeps
@@ -102,32 +105,14 @@ func (s *Session) stmtPrepare(p []byte) error {
 	st := &prepared{sql: sql, db: s.db, kind: info.Kind, read: router.ReadOnly(info), sticky: stickyReason(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
-	text := sql
-	node := (*backend.Node)(nil)
-	if s.route != nil && s.route.Sharded() {
-		if n, ok := s.hintNode(sql[:info.Start]); ok {
-			st.node, node = n, n
-		} else if routable(info.Kind) {
-			pl, lits, err := s.route.Plan(s.getParser(), sql, s.db, info.Kind)
-			if err != nil {
-				return s.fail(err)
-			}
-			if pl.Kind == router.PlanSharded {
-				if info.Kind == router.KindDDL {
-					return s.fail(newErr(errNotSupported, "keyshard: DDL on sharded table %s cannot be prepared; send it as text", pl.Tables()[0].Table))
-				}
-				st.plan, st.lits, st.prefix = pl, slices.Clone(lits), leadingComments(sql, info)
-				var name string
-				name, text = pl.Probe(lits, st.prefix)
-				node = s.srv.nodes[name]
-			}
-		}
+	node, text, err := s.planStmt(st, info)
+	if err != nil {
+		return s.fail(err)
 	}
 	// A read-only statement is prepared (for its metadata) where its
 	// executions may run: on a replica when the session can read from one,
 	// so that reads go on while the master is down.
 	var bc *backend.Conn
-	var err error
 	if rp, _ := s.readPool(node, st.read, nil); rp != nil {
 		bc, err = s.readConn(rp)
 	}
@@ -189,6 +174,57 @@ func (s *Session) stmtPrepare(p []byte) error {
 	s.lastStmt = st.id
 	s.srv.metrics.stmtsOpen.Inc()
 	return nil
+}
+
+// planStmt routes prepared statement st with the session's routing: a
+// /*node*/ hint sets st.node; a statement on sharded tables gets st.plan.
+// It returns the node to prepare on (nil: the default node) and the text
+// to prepare there (a sharded statement's first sub-table).
+func (s *Session) planStmt(st *prepared, info router.Info) (*backend.Node, string, error) {
+	st.node, st.plan, st.lits, st.planErr = nil, nil, nil, nil
+	if s.route == nil || !s.route.Sharded() {
+		return nil, st.sql, nil
+	}
+	sql := st.sql
+	if n, ok := s.hintNode(sql[:info.Start]); ok {
+		st.node = n
+		return n, sql, nil
+	}
+	if !routable(info.Kind) {
+		return nil, sql, nil
+	}
+	pl, lits, err := s.route.Plan(s.getParser(), sql, st.db, info.Kind)
+	if err != nil {
+		return nil, "", err
+	}
+	if pl.Kind != router.PlanSharded {
+		return nil, sql, nil
+	}
+	if info.Kind == router.KindDDL {
+		return nil, "", newErr(errNotSupported, "keyshard: DDL on sharded table %s cannot be prepared; send it as text", pl.Tables()[0].Table)
+	}
+	st.plan, st.lits, st.prefix = pl, slices.Clone(lits), leadingComments(sql, info)
+	name, text := pl.Probe(lits, st.prefix)
+	return s.snap.nodes[name], text, nil
+}
+
+// replanStmts routes the session's prepared statements again after a
+// config reload (shard rules or nodes may have changed). A statement that
+// no longer routes keeps the error for its next execution.
+func (s *Session) replanStmts() {
+	for _, st := range s.stmts {
+		if _, _, err := s.planStmt(st, router.Classify(st.sql)); err != nil {
+			st.planErr = err
+		}
+	}
+	for _, st := range s.textStmts {
+		if _, _, err := s.planStmt(st, router.Classify(st.sql)); err != nil || st.plan == nil {
+			st.planErr = newErr(errNotSupported, "keyshard: prepared statement %s no longer routes to sharded tables after a config reload; PREPARE it again", st.sql)
+			if err != nil {
+				st.planErr = err
+			}
+		}
+	}
 }
 
 // stickyReason says why running a statement of this kind ties the session
@@ -285,7 +321,7 @@ func (s *Session) stmtCommand(p []byte) error {
 			st.long = make(map[int][][]byte)
 		}
 		st.longSize += len(p) - 7
-		if st.longSize > s.srv.cfg.MaxAllowedPacket {
+		if st.longSize > s.snap.cfg.MaxAllowedPacket {
 			st.longErr = true
 			return nil
 		}
@@ -351,6 +387,9 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		st.types = append(st.types[:0], ex.Types...)
 	}
 	cursor := ex.Flags&wire.CursorReadOnly != 0
+	if st.planErr != nil {
+		return s.fail(st.planErr)
+	}
 	if st.sticky != "" {
 		s.stick(st.sticky)
 	}
@@ -390,7 +429,7 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		if r.Params != nil {
 			params = r.Params[0]
 		}
-		return s.execOn(s.srv.nodes[r.Node], st, r.SQL[0], ex, p, params, cursor)
+		return s.execOn(s.snap.nodes[r.Node], st, r.SQL[0], ex, p, params, cursor)
 	}
 	if cursor {
 		return s.fail(newErr(errNotSupported, "keyshard: a cursor over %d sub-tables of sharded table %s is not supported; "+
@@ -759,7 +798,7 @@ func (s *Session) sendExecutes(l *leg, st *prepared, ex *wire.Execute, p []byte)
 	for i, sql := range l.route.SQL {
 		if l.bc.CachedStmt(s.keyFor(st, sql)) != handles[i] {
 			return newErr(errNotSupported, "keyshard: stmt_cache_size %d is smaller than the %d sub-tables this statement runs on node %s",
-				s.srv.cfg.StmtCacheSize, len(l.route.SQL), l.bc.Node())
+				s.snap.cfg.StmtCacheSize, len(l.route.SQL), l.bc.Node())
 		}
 	}
 	for i, bs := range handles {

@@ -97,6 +97,9 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 	if st == nil {
 		return false, nil
 	}
+	if st.planErr != nil {
+		return true, s.fail(st.planErr)
+	}
 	if len(es.UsingVars) != st.params {
 		return true, s.fail(&mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000", Message: "Incorrect arguments to EXECUTE"})
 	}
@@ -132,7 +135,7 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 	run := router.Info{Kind: st.kind}
 	if rt.Targets() == 1 {
 		r := &rt.Routes[0]
-		return true, s.forwardTo(s.srv.nodes[r.Node], nil, &r.SQL[0], run)
+		return true, s.forwardTo(s.snap.nodes[r.Node], nil, &r.SQL[0], run)
 	}
 	return true, s.scatter(rt, run)
 }

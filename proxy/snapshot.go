@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/router"
+	"go.uber.org/zap"
+)
+
+// snapshot is one immutable configuration and everything built from it:
+// the backend nodes, each user's routing, the allow_ips filter. A reload
+// builds a new snapshot and swaps it in with one atomic store; a session
+// takes the new one at its next statement outside a transaction, so
+// running statements and open transactions finish on the old one.
+type snapshot struct {
+	cfg    *config.Config
+	nodes  map[string]*backend.Node
+	routes map[string]*router.Schema // by user
+	// routeCfgs are what routes were built from: a reload keeps a user's
+	// router (and its plan cache) when its rules are unchanged.
+	routeCfgs map[string]router.SchemaConfig
+	allow  *ipFilter
+	// rywWindow: after a write, a session's reads stay on the master this
+	// long (read_your_writes: master); 0 with read_your_writes off.
+	rywWindow time.Duration
+}
+
+// buildSnapshot compiles cfg. Nodes whose pool settings are unchanged from
+// old are kept (with their connections, health state and admin up/down),
+// their replica lists brought up to date; the others are created. It
+// returns the nodes of old that the new snapshot no longer uses.
+func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot) (*snapshot, []*backend.Node, error) {
+	allow, err := parseAllowIPs(cfg.AllowIPs)
+	if err != nil {
+		return nil, nil, err
+	}
+	routes, routeCfgs, err := buildRoutes(cfg, old)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, nodes: map[string]*backend.Node{}}
+	if cfg.ReadYourWrites == "master" {
+		snap.rywWindow = cfg.ReadYourWritesWindow.D()
+	}
+	kept := map[*backend.Node]bool{}
+	for i := range cfg.Nodes {
+		nc := &cfg.Nodes[i]
+		opts := s.nodeOptions(cfg, nc)
+		if old != nil {
+			if n := old.nodes[nc.Name]; n != nil && sameNode(n.Options(), opts) {
+				n.SetReplicas(opts.Replicas)
+				snap.nodes[nc.Name] = n
+				kept[n] = true
+				continue
+			}
+		}
+		snap.nodes[nc.Name] = backend.NewNode(nc.Name, nc.Master, opts)
+	}
+	var gone []*backend.Node
+	if old != nil {
+		for _, n := range old.nodes {
+			if !kept[n] {
+				gone = append(gone, n)
+			}
+		}
+	}
+	return snap, gone, nil
+}
+
+// sameNode reports whether a node built with a can serve as one built
+// with b: everything but the replica list (which a node updates in place)
+// is equal.
+func sameNode(a, b backend.NodeOptions) bool {
+	a.Replicas, b.Replicas = nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// restartKeys are the settings a reload cannot change in a running
+// process: listeners, TLS and RSA keys, the log files, the proxy charset.
+var restartKeys = []struct {
+	key string
+	get func(*config.Config) any
+}{
+	{"addr", func(c *config.Config) any { return c.Addr }},
+	{"web_addr", func(c *config.Config) any { return c.WebAddr }},
+	{"prometheus_addr", func(c *config.Config) any { return c.PrometheusAddr }},
+	{"tls_cert", func(c *config.Config) any { return c.TLSCert }},
+	{"tls_key", func(c *config.Config) any { return c.TLSKey }},
+	{"rsa_key", func(c *config.Config) any { return c.RSAKey }},
+	{"proxy_charset", func(c *config.Config) any { return c.ProxyCharset }},
+	{"log_path", func(c *config.Config) any { return c.LogPath }},
+	{"log_level", func(c *config.Config) any { return c.LogLevel }},
+	{"max_procs", func(c *config.Config) any { return c.MaxProcs }},
+}
+
+// Reload validates nothing itself (cfg comes from config.Parse, which
+// did) and swaps in cfg: new sessions and the next statement of every
+// session outside a transaction use it. Nodes that changed or were
+// removed are drained: their statements in flight finish, then their
+// pools close. It returns warnings for settings that need a restart.
+func (s *Server) Reload(cfg *config.Config) ([]string, error) {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if s.shuttingDown.Load() {
+		return nil, ErrServerClosed
+	}
+	old := s.snap.Load()
+	snap, gone, err := s.buildSnapshot(cfg, old)
+	if err != nil {
+		return nil, err
+	}
+	var warnings []string
+	for _, k := range restartKeys {
+		if a, b := k.get(old.cfg), k.get(cfg); a != b {
+			warnings = append(warnings, fmt.Sprintf("%s changed (%v -> %v): takes effect after a restart", k.key, a, b))
+		}
+	}
+	s.snap.Store(snap)
+	s.sql.configure(cfg)
+	s.reloads.Add(1)
+	s.lastReload.Store(time.Now().UnixNano())
+	for _, n := range gone {
+		s.drain(n)
+	}
+	s.log.Info("config reloaded", zap.String("source", cfg.Source()), zap.Int("nodes", len(snap.nodes)),
+		zap.Int("drained", len(gone)), zap.Strings("warnings", warnings))
+	return warnings, nil
+}
+
+// ReloadFile reads, parses and validates the config file the running
+// config came from, and reloads it. An invalid file changes nothing.
+func (s *Server) ReloadFile() ([]string, error) {
+	path := s.Config().Source()
+	cfg, warnings, err := config.Load(path)
+	if err != nil {
+		s.reloadErrors.Add(1)
+		s.log.Warn("config reload failed; the running config is unchanged", zap.String("source", path), zap.Error(err))
+		return warnings, err
+	}
+	more, err := s.Reload(cfg)
+	return append(warnings, more...), err
+}
+
+// drain closes node n once no statement uses its pools any more (or after
+// shutdown_timeout): sessions move to the new snapshot at their next
+// statement, so only statements in flight and open transactions are left.
+func (s *Server) drain(n *backend.Node) {
+	limit := s.Config().ShutdownTimeout.D()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		deadline := time.Now().Add(limit)
+		for time.Now().Before(deadline) && !s.shuttingDown.Load() {
+			if !slices.ContainsFunc(n.Pools(), func(p *backend.Pool) bool { return p.InUse() > 0 }) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		n.Close()
+	}()
+}
+
+// Config returns the running configuration (do not modify it).
+func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
