@@ -89,6 +89,9 @@ func (p *Pool) SetAdminDown(down bool) {
 	}
 }
 
+// AdminDown reports whether an admin command took the backend down.
+func (p *Pool) AdminDown() bool { return p.adminDown.Load() }
+
 // downError is the error for a statement sent to a backend that is down.
 func (p *Pool) downError() *Error {
 	msg := p.opts.Role.String() + " is down"

@@ -29,6 +29,8 @@ const (
 	errTxLost
 	errCrossNodeTx
 	errOffline
+	errAdminArg
+	errBlacklisted
 	errKindEnd
 )
 
@@ -61,6 +63,8 @@ var proxyCodes = map[errKind]uint16{
 	errTxLost:             mysql.ER_ERROR_DURING_ROLLBACK,
 	errCrossNodeTx:        mysql.ER_NOT_SUPPORTED_YET,
 	errOffline:            erServerOfflineMode,
+	errAdminArg:           mysql.ER_WRONG_ARGUMENTS,
+	errBlacklisted:        mysql.ER_OPTION_PREVENTS_STATEMENT,
 }
 
 // erServerOfflineMode is MySQL's ER_SERVER_OFFLINE_MODE (offline_mode=ON),

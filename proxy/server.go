@@ -88,11 +88,14 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	if s.sql, err = newSQLLog(cfg); err != nil {
 		return nil, err
 	}
-	snap, _, err := s.buildSnapshot(cfg, nil)
+	snap, _, err := s.buildSnapshot(cfg, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	s.snap.Store(snap)
+	if cfg.Source() != "" {
+		go s.watchConfig()
+	}
 	return s, nil
 }
 

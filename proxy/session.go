@@ -464,6 +464,9 @@ func (s *Session) query(p []byte) error {
 			return err
 		}
 	}
+	if s.snap.black.blocked(sql[info.Start:]) {
+		return s.fail(blacklisted(sql))
+	}
 	if s.splitting() && router.Writes(info) {
 		defer s.markWrite()
 	}

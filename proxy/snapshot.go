@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"os"
 	"reflect"
 	"slices"
 	"time"
@@ -24,7 +26,8 @@ type snapshot struct {
 	// routeCfgs are what routes were built from: a reload keeps a user's
 	// router (and its plan cache) when its rules are unchanged.
 	routeCfgs map[string]router.SchemaConfig
-	allow  *ipFilter
+	allow     *ipFilter
+	black     *blacklist // SQL blacklist
 	// rywWindow: after a write, a session's reads stay on the master this
 	// long (read_your_writes: master); 0 with read_your_writes off.
 	rywWindow time.Duration
@@ -34,16 +37,23 @@ type snapshot struct {
 // old are kept (with their connections, health state and admin up/down),
 // their replica lists brought up to date; the others are created. It
 // returns the nodes of old that the new snapshot no longer uses.
-func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot) (*snapshot, []*backend.Node, error) {
+//
+// black is the SQL blacklist; nil reads it from blacklist_sql_file.
+func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot, black *blacklist) (*snapshot, []*backend.Node, error) {
 	allow, err := parseAllowIPs(cfg.AllowIPs)
 	if err != nil {
 		return nil, nil, err
+	}
+	if black == nil {
+		if black, err = loadBlacklist(cfg.BlacklistSQLFile); err != nil {
+			return nil, nil, fmt.Errorf("blacklist_sql_file: %w", err)
+		}
 	}
 	routes, routeCfgs, err := buildRoutes(cfg, old)
 	if err != nil {
 		return nil, nil, err
 	}
-	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, nodes: map[string]*backend.Node{}}
+	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, black: black, nodes: map[string]*backend.Node{}}
 	if cfg.ReadYourWrites == "master" {
 		snap.rywWindow = cfg.ReadYourWritesWindow.D()
 	}
@@ -98,20 +108,44 @@ var restartKeys = []struct {
 	{"max_procs", func(c *config.Config) any { return c.MaxProcs }},
 }
 
-// Reload validates nothing itself (cfg comes from config.Parse, which
-// did) and swaps in cfg: new sessions and the next statement of every
-// session outside a transaction use it. Nodes that changed or were
-// removed are drained: their statements in flight finish, then their
-// pools close. It returns warnings for settings that need a restart.
+// Reload swaps in cfg (from config.Parse, which validated it): new
+// sessions and the next statement of every session outside a transaction
+// use it. Nodes that changed or were removed are drained: their
+// statements in flight finish, then their pools close. The SQL blacklist
+// is read again from blacklist_sql_file. It returns warnings for settings
+// that need a restart.
 func (s *Server) Reload(cfg *config.Config) ([]string, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
+	return s.reloadLocked(cfg, nil)
+}
+
+// Change applies edit to a copy of the running config, validates the
+// result and swaps it in (keeping the SQL blacklist as it is in memory).
+// If edit or validation fails, nothing changes.
+func (s *Server) Change(edit func(*config.Config) error) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	old := s.snap.Load()
+	cfg := old.cfg.Clone()
+	if err := edit(cfg); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return adminArg("keyshard: the change would make the config invalid, nothing changed: %v", err)
+	}
+	_, err := s.reloadLocked(cfg, old.black)
+	return err
+}
+
+func (s *Server) reloadLocked(cfg *config.Config, black *blacklist) ([]string, error) {
 	if s.shuttingDown.Load() {
 		return nil, ErrServerClosed
 	}
 	old := s.snap.Load()
-	snap, gone, err := s.buildSnapshot(cfg, old)
+	snap, gone, err := s.buildSnapshot(cfg, old, black)
 	if err != nil {
+		s.reloadErrors.Add(1)
 		return nil, err
 	}
 	var warnings []string
@@ -127,7 +161,7 @@ func (s *Server) Reload(cfg *config.Config) ([]string, error) {
 	for _, n := range gone {
 		s.drain(n)
 	}
-	s.log.Info("config reloaded", zap.String("source", cfg.Source()), zap.Int("nodes", len(snap.nodes)),
+	s.log.Info("config applied", zap.String("source", cfg.Source()), zap.Int("nodes", len(snap.nodes)),
 		zap.Int("drained", len(gone)), zap.Strings("warnings", warnings))
 	return warnings, nil
 }
@@ -167,3 +201,47 @@ func (s *Server) drain(n *backend.Node) {
 
 // Config returns the running configuration (do not modify it).
 func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
+
+// watchConfig reloads the config file when its content changes, checked
+// every config_watch_interval (read from the running config, so a reload
+// can turn it on or off). It runs until the server shuts down.
+func (s *Server) watchConfig() {
+	var lastMod time.Time
+	var lastSize int64
+	lastSum := s.fileSum(s.Config().Source())
+	for {
+		d := s.Config().ConfigWatchInterval.D()
+		on := d > 0
+		if !on {
+			d = time.Second
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		path := s.Config().Source()
+		fi, err := os.Stat(path)
+		if err != nil || !on || fi.ModTime().Equal(lastMod) && fi.Size() == lastSize {
+			continue
+		}
+		lastMod, lastSize = fi.ModTime(), fi.Size()
+		sum := s.fileSum(path)
+		if sum == lastSum {
+			continue
+		}
+		lastSum = sum
+		s.log.Info("config file changed; reloading", zap.String("source", path))
+		_, _ = s.ReloadFile()
+	}
+}
+
+// fileSum is a hash of the file's content ("" if unreadable).
+func (s *Server) fileSum(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	h := sha256.Sum256(b)
+	return string(h[:])
+}

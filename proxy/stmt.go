@@ -102,6 +102,9 @@ func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
 func (s *Session) stmtPrepare(p []byte) error {
 	sql := string(p[1:])
 	info := router.Classify(sql)
+	if s.snap.black.blocked(sql[info.Start:]) {
+		return s.fail(blacklisted(sql))
+	}
 	st := &prepared{sql: sql, db: s.db, kind: info.Kind, read: router.ReadOnly(info), sticky: stickyReason(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}

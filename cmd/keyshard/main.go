@@ -4,7 +4,8 @@
 //	keyshard -version                print the version
 //	keyshard check-config FILE       validate a config file and exit
 //
-// SIGTERM/SIGINT drain and stop; SIGHUP is reserved for config reload.
+// SIGTERM/SIGINT drain and stop; SIGHUP reloads the config file (validated
+// first: an invalid file changes nothing and is logged).
 package main
 
 import (
@@ -88,10 +89,14 @@ func run(args []string) int {
 		log.Error("cannot listen", zap.String("addr", cfg.Addr), zap.Error(err))
 		return 1
 	}
+	srv.SetAdmin(admin.SQL(srv))
 	var https []*http.Server
 	admin.EnableContentionProfiles()
-	h := admin.Handler(srv.Metrics().Registry, func() error { return nil })
 	for _, addr := range uniq(cfg.WebAddr, cfg.PrometheusAddr) {
+		h := admin.Handler(srv.Metrics().Registry, func() error { return nil })
+		if addr == cfg.WebAddr {
+			admin.REST(h, srv)
+		}
 		hs := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		hl, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -120,7 +125,12 @@ func run(args []string) int {
 			return 1
 		case sig := <-sigc:
 			if sig == syscall.SIGHUP {
-				log.Warn("SIGHUP: config reload is not yet supported; ignored")
+				log.Info("SIGHUP: reloading the config", zap.String("source", *cfgPath))
+				if warnings, err := srv.ReloadFile(); err == nil {
+					for _, w := range warnings {
+						log.Warn("config: " + w)
+					}
+				}
 				continue
 			}
 			log.Info("shutting down", zap.String("signal", sig.String()))

@@ -1,6 +1,8 @@
-// Package admin serves keyshard's operator HTTP endpoints: Prometheus
-// /metrics, Go's pprof under /debug/pprof/ (mounted explicitly, never via
-// the default mux), and /healthz. It reads proxy state and changes nothing.
+// Package admin is keyshard's operator surface: admin SQL on the proxy port
+// (SQL), kingshard's REST API under /api/v1 with basic auth (REST), and the
+// HTTP endpoints Prometheus /metrics, Go's pprof under /debug/pprof/
+// (mounted explicitly, never via the default mux) and /healthz. Every
+// change goes through proxy.Server's controls, shared by SQL and REST.
 package admin
 
 import (
@@ -22,8 +24,8 @@ func EnableContentionProfiles() {
 }
 
 // Handler returns the admin mux. health reports whether keyshard can serve
-// (nil) or why not.
-func Handler(reg *prometheus.Registry, health func() error) http.Handler {
+// (nil) or why not. Mount the REST API on it with REST.
+func Handler(reg *prometheus.Registry, health func() error) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

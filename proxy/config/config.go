@@ -58,6 +58,7 @@ type Config struct {
 	RSAKey               string   `yaml:"rsa_key"`             // PEM private key for caching_sha2 full auth; empty = generated at start
 	DefaultAuthPlugin    string   `yaml:"default_auth_plugin"` // mysql_native_password (default) | caching_sha2_password
 	AdminUsers           []string `yaml:"admin_users"`
+	ConfigWatchInterval  Duration `yaml:"config_watch_interval"` // reload when the file changes, checked this often; 0 = off
 	LogMaxSizeMB         int      `yaml:"log_max_size_mb"`  // lumberjack, default 100
 	LogMaxBackups        int      `yaml:"log_max_backups"`  // omitted = 5; 0 = keep all
 	LogMaxAgeDays        int      `yaml:"log_max_age_days"` // omitted = 7; 0 = no age limit
@@ -267,9 +268,12 @@ func (c *Config) Source() string { return c.src }
 // Slaves parses the slave string: comma-separated host:port, each with an
 // optional @weight (default 1). Empty items are skipped so that generated
 // lists with a trailing comma load.
-func (n NodeConfig) Slaves() ([]Slave, error) {
+func (n NodeConfig) Slaves() ([]Slave, error) { return ParseSlaves(n.Slave) }
+
+// ParseSlaves parses a slave list (see NodeConfig.Slaves).
+func ParseSlaves(list string) ([]Slave, error) {
 	var out []Slave
-	for item := range strings.SplitSeq(n.Slave, ",") {
+	for item := range strings.SplitSeq(list, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
@@ -294,6 +298,19 @@ func (n NodeConfig) Slaves() ([]Slave, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// FormatSlaves is the slave string of a list: host:port, with @weight
+// when it is not 1.
+func FormatSlaves(list []Slave) string {
+	parts := make([]string, len(list))
+	for i, sl := range list {
+		parts[i] = sl.Addr
+		if sl.Weight > 1 {
+			parts[i] += "@" + strconv.Itoa(sl.Weight)
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Procs is the GOMAXPROCS keyshard runs with: max_procs when set, else the

@@ -18,18 +18,7 @@ var notYetSupported = []struct {
 	key     string
 	feature string
 	sites   func(c *Config) []site
-}{
-	{"blacklist_sql_file", "SQL blacklist", func(c *Config) []site { return topSite(c, "blacklist_sql_file", c.BlacklistSQLFile) }},
-	{"web_user", "basic auth on web_addr", func(c *Config) []site { return topSite(c, "web_user", c.WebUser) }},
-	{"web_password", "basic auth on web_addr", func(c *Config) []site { return topSite(c, "web_password", c.WebPassword) }},
-}
-
-func topSite(c *Config, key, val string) []site {
-	if val == "" {
-		return nil
-	}
-	return []site{{c.lineOf(key), key}}
-}
+}{}
 
 // notYetSupported warns once per row of the table that is set in cfg.
 func (d *decoder) notYetSupported(cfg *Config) {

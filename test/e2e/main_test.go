@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/admin"
 	"github.com/keyshard/keyshard/proxy/config"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -67,6 +69,8 @@ func backends(args ...string) (string, error) {
 type testProxy struct {
 	Addr string
 	Srv  *proxy.Server
+	Web  string // base URL of the admin HTTP server (REST API, metrics)
+	File string // the config file
 }
 
 // baseYAML is a config with two nodes on the first two backends; extra is
@@ -122,7 +126,12 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 	}
 	addr := ln.Addr().String()
 	yaml = strings.ReplaceAll(yaml, "%ADDR%", addr)
-	cfg, _, err := config.Parse([]byte(yaml), "test.yaml")
+	// A real file, so that admin reload and save have one to work on.
+	path := filepath.Join(t.TempDir(), "ks.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := config.Load(path)
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
@@ -131,6 +140,11 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.SetAdmin(admin.SQL(srv))
+	mux := admin.Handler(srv.Metrics().Registry, func() error { return nil })
+	admin.REST(mux, srv)
+	web := httptest.NewServer(mux)
+	t.Cleanup(web.Close)
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ln); close(done) }()
 	t.Cleanup(func() {
@@ -141,7 +155,7 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 		}
 		<-done
 	})
-	return &testProxy{Addr: addr, Srv: srv}
+	return &testProxy{Addr: addr, Srv: srv, Web: web.URL, File: path}
 }
 
 // open returns a database/sql handle through the proxy.

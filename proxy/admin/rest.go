@@ -1,0 +1,237 @@
+package admin
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/proxy"
+)
+
+// REST mounts kingshard's /api/v1 endpoints on mux, behind HTTP basic auth
+// with web_user and web_password (read from the running config, so a
+// reload changes them). JSON in and out; a change answers "ok", a failure
+// {"error": "..."} with 400 for a bad argument, 500 otherwise.
+func REST(mux *http.ServeMux, srv *proxy.Server) {
+	h := func(pattern string, f func(r *http.Request) (any, error)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			if !authorized(srv, w, r) {
+				return
+			}
+			v, err := f(r)
+			if err != nil {
+				writeJSON(w, httpStatus(err), map[string]string{"error": mysqlMessage(err)})
+				return
+			}
+			if v == nil {
+				v = "ok"
+			}
+			writeJSON(w, http.StatusOK, v)
+		})
+	}
+	h("GET /api/v1/nodes/status", func(*http.Request) (any, error) { return srv.Backends(), nil })
+	h("POST /api/v1/nodes/slaves", func(r *http.Request) (any, error) {
+		var a nodeArgs
+		if err := bind(r, &a); err != nil {
+			return nil, err
+		}
+		return nil, srv.AddSlave(a.Node, a.Addr)
+	})
+	h("DELETE /api/v1/nodes/slaves", func(r *http.Request) (any, error) {
+		var a nodeArgs
+		if err := bind(r, &a); err != nil {
+			return nil, err
+		}
+		return nil, srv.DelSlave(a.Node, a.Addr)
+	})
+	upDown := func(role string) func(r *http.Request) (any, error) {
+		return func(r *http.Request) (any, error) {
+			var a nodeArgs
+			if err := bind(r, &a); err != nil {
+				return nil, err
+			}
+			switch strings.ToLower(a.Opt) {
+			case "up", "down":
+				return nil, srv.SetBackendDown(a.Node, role, a.Addr, strings.EqualFold(a.Opt, "down"))
+			}
+			return nil, argErr("opt must be up or down, not %q", a.Opt)
+		}
+	}
+	h("PUT /api/v1/nodes/slaves/status", upDown("slave"))
+	h("PUT /api/v1/nodes/masters/status", upDown("master"))
+
+	h("GET /api/v1/proxy/status", func(*http.Request) (any, error) { return srv.Status(), nil })
+	h("PUT /api/v1/proxy/status", func(r *http.Request) (any, error) {
+		var a struct {
+			Opt string `json:"opt"`
+		}
+		if err := bind(r, &a); err != nil {
+			return nil, err
+		}
+		return nil, change(srv, "proxy", a.Opt)
+	})
+	h("GET /api/v1/proxy/config", func(*http.Request) (any, error) { return kv(configRows(srv)), nil })
+	h("GET /api/v1/proxy/schema", func(*http.Request) (any, error) {
+		var out []map[string]string
+		for _, row := range schemaRows(srv.Config()) {
+			m := map[string]string{}
+			for i, c := range schemaCols {
+				m[strings.ToLower(c)] = row[i]
+			}
+			out = append(out, m)
+		}
+		return out, nil
+	})
+
+	h("GET /api/v1/proxy/allow_ips", func(*http.Request) (any, error) { return nonNil(srv.AllowIPs()), nil })
+	allowIPs := func(add bool) func(r *http.Request) (any, error) {
+		return func(r *http.Request) (any, error) {
+			var a struct {
+				AllowIPs []string `json:"allow_ips"`
+			}
+			if err := bind(r, &a); err != nil {
+				return nil, err
+			}
+			for _, ip := range a.AllowIPs {
+				var err error
+				if add {
+					err = srv.AddAllowIP(ip)
+				} else {
+					err = srv.DelAllowIP(ip)
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		}
+	}
+	h("POST /api/v1/proxy/allow_ips", allowIPs(true))
+	h("DELETE /api/v1/proxy/allow_ips", allowIPs(false))
+
+	h("GET /api/v1/proxy/black_sqls", func(*http.Request) (any, error) { return nonNil(srv.BlackSQLs()), nil })
+	blackSQL := func(add bool) func(r *http.Request) (any, error) {
+		return func(r *http.Request) (any, error) {
+			var a struct {
+				SQL string `json:"sql"`
+			}
+			if err := bind(r, &a); err != nil {
+				return nil, err
+			}
+			if add {
+				return nil, srv.AddBlackSQL(a.SQL)
+			}
+			return nil, srv.DelBlackSQL(a.SQL)
+		}
+	}
+	h("POST /api/v1/proxy/black_sqls", blackSQL(true))
+	h("DELETE /api/v1/proxy/black_sqls", blackSQL(false))
+
+	h("GET /api/v1/proxy/slow_sql/time", func(*http.Request) (any, error) { return srv.Config().SlowLogTime, nil })
+	h("PUT /api/v1/proxy/slow_sql/time", func(r *http.Request) (any, error) {
+		var a struct {
+			SlowTime json.Number `json:"slow_time"` // kingshard sends a string; a number is accepted too
+		}
+		if err := bind(r, &a); err != nil {
+			return nil, err
+		}
+		return nil, change(srv, "slow_log_time", a.SlowTime.String())
+	})
+	h("PUT /api/v1/proxy/slow_sql/status", func(r *http.Request) (any, error) {
+		var a struct {
+			Opt string `json:"opt"`
+		}
+		if err := bind(r, &a); err != nil {
+			return nil, err
+		}
+		return nil, change(srv, "log_sql", a.Opt)
+	})
+	h("PUT /api/v1/proxy/config/save", func(*http.Request) (any, error) { return nil, srv.SaveConfig() })
+	h("PUT /api/v1/proxy/config/reload", func(*http.Request) (any, error) {
+		warnings, err := srv.ReloadFile()
+		if err != nil {
+			return nil, argErr("config reload failed, the running config is unchanged: %v", err)
+		}
+		return map[string]any{"result": "ok", "warnings": nonNil(warnings)}, nil
+	})
+}
+
+type nodeArgs struct {
+	Opt  string `json:"opt"`
+	Node string `json:"node"`
+	Addr string `json:"addr"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func kv(rows [][]string) map[string]string {
+	m := make(map[string]string, len(rows))
+	for _, r := range rows {
+		m[r[0]] = r[1]
+	}
+	return m
+}
+
+// bind decodes the JSON body into v (unknown fields are an error).
+func bind(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return argErr("request body: %v", err)
+	}
+	return nil
+}
+
+func authorized(srv *proxy.Server, w http.ResponseWriter, r *http.Request) bool {
+	c := srv.Config()
+	if c.WebUser == "" {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "the REST API is off: set web_user and web_password in ks.yaml"})
+		return false
+	}
+	u, p, ok := r.BasicAuth()
+	if ok && subtle.ConstantTimeCompare([]byte(u), []byte(c.WebUser)) == 1 &&
+		subtle.ConstantTimeCompare([]byte(p), []byte(c.WebPassword)) == 1 {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Basic realm="keyshard"`)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+	return false
+}
+
+// httpStatus maps an operator error to an HTTP status: a bad argument (a
+// MySQL argument or syntax error) is the client's fault.
+func httpStatus(err error) int {
+	var me *mysql.MyError
+	if errors.As(err, &me) || proxy.IsArgError(err) {
+		if me == nil || me.Code == mysql.ER_WRONG_ARGUMENTS || me.Code == mysql.ER_PARSE_ERROR {
+			return http.StatusBadRequest
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+func mysqlMessage(err error) string {
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		return me.Message
+	}
+	return err.Error()
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+

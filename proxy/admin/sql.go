@@ -1,0 +1,480 @@
+package admin
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/config"
+)
+
+// SQL runs admin statements on the proxy port: kingshard's forms
+//
+//	admin server(opt,k,v) values('show','proxy','config')
+//	admin node(opt,node,k,v) values('down','node1','slave','127.0.0.1:3307')
+//	admin help
+//
+// and readable SHOW forms (SHOW PROXY STATUS, SHOW BACKENDS, ...). Install
+// it with proxy.Server.SetAdmin(admin.SQL(srv)).
+func SQL(srv *proxy.Server) proxy.AdminFunc {
+	return func(req proxy.AdminRequest) (*proxy.AdminResult, bool, error) {
+		st, ours, err := parse(req.SQL)
+		if !ours {
+			return nil, false, nil
+		}
+		if !req.Admin {
+			return nil, true, &mysql.MyError{Code: mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, State: "42000",
+				Message: fmt.Sprintf("Access denied; user '%s' is not a keyshard admin user (root or admin_users) and cannot run admin statements", req.User)}
+		}
+		if err != nil {
+			return nil, true, err
+		}
+		res, err := run(srv, st)
+		return res, true, err
+	}
+}
+
+// command is a parsed admin statement: region server or node with its
+// values, help, or a SHOW form mapped to kingshard's ('show', k, v).
+type command struct {
+	region string   // server | node | help
+	vals   []string // opt, k, v (server) or opt, node, k, v (node)
+}
+
+func syntaxErr(format string, args ...any) error {
+	return &mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000",
+		Message: "keyshard: admin statement: " + fmt.Sprintf(format, args...) + "; run 'admin help' for the forms"}
+}
+
+func argErr(format string, args ...any) error {
+	return &mysql.MyError{Code: mysql.ER_WRONG_ARGUMENTS, State: "HY000", Message: "keyshard: " + fmt.Sprintf(format, args...)}
+}
+
+// showForms maps the readable SHOW statements to kingshard's (k, v).
+var showForms = map[string][2]string{
+	"proxy status":    {"proxy", "status"},
+	"proxy config":    {"proxy", "config"},
+	"backends":        {"node", "config"},
+	"proxy backends":  {"node", "config"},
+	"shard rules":     {"schema", "config"},
+	"proxy allow_ips": {"allow_ip", "config"},
+	"proxy blacklist": {"black_sql", "config"},
+}
+
+// parse reads an admin statement. ours is false for a SHOW that is not
+// keyshard's (it goes to the backend).
+func parse(sql string) (command, bool, error) {
+	toks, err := tokenize(sql)
+	if err != nil {
+		return command{}, strings.EqualFold(firstWord(sql), "admin"), syntaxErr("%v", err)
+	}
+	if len(toks) > 0 && toks[len(toks)-1].text == ";" && !toks[len(toks)-1].quoted {
+		toks = toks[:len(toks)-1]
+	}
+	if len(toks) == 0 {
+		return command{}, false, nil
+	}
+	switch strings.ToLower(toks[0].text) {
+	case "show":
+		words := make([]string, 0, len(toks)-1)
+		for _, t := range toks[1:] {
+			if t.quoted {
+				return command{}, false, nil
+			}
+			words = append(words, strings.ToLower(t.text))
+		}
+		kv, ok := showForms[strings.Join(words, " ")]
+		if !ok {
+			return command{}, false, nil
+		}
+		return command{region: "server", vals: []string{"show", kv[0], kv[1]}}, true, nil
+	case "admin":
+	default:
+		return command{}, false, nil
+	}
+	if len(toks) < 2 || toks[1].quoted {
+		return command{}, true, syntaxErr("missing region after ADMIN")
+	}
+	region := strings.ToLower(toks[1].text)
+	switch region {
+	case "help":
+		if len(toks) != 2 {
+			return command{}, true, syntaxErr("unexpected %q after ADMIN HELP", toks[2].text)
+		}
+		return command{region: "help"}, true, nil
+	case "reload":
+		if len(toks) > 3 || len(toks) == 3 && !strings.EqualFold(toks[2].text, "config") {
+			return command{}, true, syntaxErr("want ADMIN RELOAD [CONFIG]")
+		}
+		return command{region: "server", vals: []string{"reload", "proxy", "config"}}, true, nil
+	case "server", "node":
+	default:
+		return command{}, true, syntaxErr("unknown region %q: want server, node, help or reload", toks[1].text)
+	}
+	want := []string{"opt", "k", "v"}
+	if region == "node" {
+		want = []string{"opt", "node", "k", "v"}
+	}
+	rest := toks[2:]
+	cols, rest, err := list(rest, false)
+	if err != nil {
+		return command{}, true, err
+	}
+	if strings.Join(cols, ",") != strings.Join(want, ",") {
+		return command{}, true, syntaxErr("admin %s takes columns (%s), not (%s)", region, strings.Join(want, ","), strings.Join(cols, ","))
+	}
+	if len(rest) == 0 || rest[0].quoted || !strings.EqualFold(rest[0].text, "values") {
+		return command{}, true, syntaxErr("want VALUES after the columns")
+	}
+	vals, rest, err := list(rest[1:], true)
+	if err != nil {
+		return command{}, true, err
+	}
+	if len(rest) != 0 {
+		return command{}, true, syntaxErr("unexpected %q after the values", rest[0].text)
+	}
+	if len(vals) != len(want) {
+		return command{}, true, syntaxErr("admin %s takes %d values, got %d", region, len(want), len(vals))
+	}
+	return command{region: region, vals: vals}, true, nil
+}
+
+// list reads "( a, b, ... )": names (lower-cased) or, with values, quoted
+// strings and numbers.
+func list(toks []token, values bool) ([]string, []token, error) {
+	if len(toks) == 0 || toks[0].quoted || toks[0].text != "(" {
+		return nil, toks, syntaxErr("want '('")
+	}
+	var out []string
+	i := 1
+	for {
+		if i >= len(toks) {
+			return nil, nil, syntaxErr("missing ')'")
+		}
+		t := toks[i]
+		if t.quoted || t.text != "," && t.text != "(" && t.text != ")" {
+			if !values {
+				out = append(out, strings.ToLower(t.text))
+			} else {
+				out = append(out, t.text)
+			}
+			i++
+		} else {
+			return nil, nil, syntaxErr("unexpected %q in the list", t.text)
+		}
+		if i >= len(toks) {
+			return nil, nil, syntaxErr("missing ')'")
+		}
+		switch {
+		case !toks[i].quoted && toks[i].text == ",":
+			i++
+		case !toks[i].quoted && toks[i].text == ")":
+			return out, toks[i+1:], nil
+		default:
+			return nil, nil, syntaxErr("want ',' or ')' after %q", t.text)
+		}
+	}
+}
+
+type token struct {
+	text   string
+	quoted bool
+}
+
+// tokenize splits an admin statement into words, quoted strings and the
+// punctuation ( ) , ;.
+func tokenize(sql string) ([]token, error) {
+	var toks []token
+	for i := 0; i < len(sql); {
+		c := sql[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+		case c == '(' || c == ')' || c == ',' || c == ';':
+			toks = append(toks, token{text: sql[i : i+1]})
+			i++
+		case c == '\'' || c == '"':
+			var b strings.Builder
+			j := i + 1
+			for {
+				if j >= len(sql) {
+					return nil, fmt.Errorf("unterminated string")
+				}
+				if sql[j] == '\\' && j+1 < len(sql) {
+					b.WriteByte(sql[j+1])
+					j += 2
+					continue
+				}
+				if sql[j] == c {
+					if j+1 < len(sql) && sql[j+1] == c {
+						b.WriteByte(c)
+						j += 2
+						continue
+					}
+					break
+				}
+				b.WriteByte(sql[j])
+				j++
+			}
+			toks = append(toks, token{text: b.String(), quoted: true})
+			i = j + 1
+		default:
+			j := i
+			for j < len(sql) && !strings.ContainsRune(" \t\n\r(),;'\"", rune(sql[j])) {
+				j++
+			}
+			toks = append(toks, token{text: strings.Clone(sql[i:j])})
+			i = j
+		}
+	}
+	return toks, nil
+}
+
+func firstWord(sql string) string {
+	f := strings.Fields(sql)
+	if len(f) == 0 {
+		return ""
+	}
+	return strings.TrimRight(f[0], "(")
+}
+
+// run executes a parsed command.
+func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
+	switch c.region {
+	case "help":
+		return table([]string{"statement", "description"}, helpRows), nil
+	case "node":
+		return nil, nodeCmd(srv, c.vals)
+	}
+	opt, k, v := strings.ToLower(c.vals[0]), strings.ToLower(c.vals[1]), c.vals[2]
+	switch opt {
+	case "show":
+		return show(srv, k, strings.ToLower(v))
+	case "change":
+		return nil, change(srv, k, v)
+	case "add", "del":
+		return nil, addDel(srv, opt, k, v)
+	case "save":
+		if k != "proxy" || strings.ToLower(v) != "config" {
+			return nil, argErr("admin server: save takes ('save','proxy','config')")
+		}
+		return nil, srv.SaveConfig()
+	case "reload":
+		if k != "proxy" || strings.ToLower(v) != "config" {
+			return nil, argErr("admin server: reload takes ('reload','proxy','config')")
+		}
+		warnings, err := srv.ReloadFile()
+		if err != nil {
+			return nil, argErr("config reload failed, the running config is unchanged: %v", err)
+		}
+		res := &proxy.AdminResult{Info: "config reloaded from " + srv.Config().Source()}
+		if len(warnings) > 0 {
+			res.Info += "; " + strings.Join(warnings, "; ")
+		}
+		return res, nil
+	}
+	return nil, argErr("admin server: unknown opt %q: want show, change, add, del, save or reload", c.vals[0])
+}
+
+func nodeCmd(srv *proxy.Server, vals []string) error {
+	opt, node, role, addr := strings.ToLower(vals[0]), vals[1], strings.ToLower(vals[2]), vals[3]
+	switch opt {
+	case "add", "del":
+		if role != "slave" {
+			return argErr("admin node: only a slave can be added or deleted at run time; change a node's master in ks.yaml and reload")
+		}
+		if opt == "add" {
+			return srv.AddSlave(node, addr)
+		}
+		return srv.DelSlave(node, addr)
+	case "up", "down":
+		return srv.SetBackendDown(node, role, addr, opt == "down")
+	}
+	return argErr("admin node: unknown opt %q: want add, del, up or down", vals[0])
+}
+
+func change(srv *proxy.Server, k, v string) error {
+	lv := strings.ToLower(strings.TrimSpace(v))
+	switch k {
+	case "proxy":
+		if lv != "online" && lv != "offline" {
+			return argErr("change proxy: want online or offline, not %q", v)
+		}
+		srv.SetOnline(lv == "online")
+		return nil
+	case "log_sql":
+		if lv != "on" && lv != "off" {
+			return argErr("change log_sql: want on or off, not %q", v)
+		}
+		return srv.SetLogSQL(lv == "on")
+	case "slow_log_time":
+		ms, err := strconv.Atoi(lv)
+		if err != nil || ms < 0 {
+			return argErr("change slow_log_time: want milliseconds >= 0, not %q", v)
+		}
+		return srv.SetSlowLogTime(ms)
+	}
+	return argErr("admin server: cannot change %q: want proxy, log_sql or slow_log_time", k)
+}
+
+func addDel(srv *proxy.Server, opt, k, v string) error {
+	switch k {
+	case "allow_ip":
+		if opt == "add" {
+			return srv.AddAllowIP(v)
+		}
+		return srv.DelAllowIP(v)
+	case "black_sql":
+		if opt == "add" {
+			return srv.AddBlackSQL(v)
+		}
+		return srv.DelBlackSQL(v)
+	}
+	return argErr("admin server: cannot %s %q: want allow_ip or black_sql", opt, k)
+}
+
+func table(cols []string, rows [][]string) *proxy.AdminResult {
+	if rows == nil {
+		rows = [][]string{}
+	}
+	return &proxy.AdminResult{Columns: cols, Rows: rows}
+}
+
+func show(srv *proxy.Server, k, v string) (*proxy.AdminResult, error) {
+	if v != "config" && !(k == "proxy" && v == "status") {
+		return nil, argErr("admin server: cannot show (%q, %q)", k, v)
+	}
+	switch k {
+	case "proxy":
+		if v == "status" {
+			return table([]string{"Key", "Value"}, statusRows(srv.Status())), nil
+		}
+		return table([]string{"Key", "Value"}, configRows(srv)), nil
+	case "node":
+		var rows [][]string
+		for _, b := range srv.Backends() {
+			rows = append(rows, []string{b.Node, b.Addr, b.Role, backendState(b), strconv.Itoa(b.MaxConns),
+				itoa(b.Open), itoa(b.Idle), itoa(b.InUse), strconv.Itoa(b.Weight), itoa(b.Lag),
+				itoa(b.Statements), itoa(b.Errors), b.LastError})
+		}
+		return table(backendCols, rows), nil
+	case "schema":
+		return table(schemaCols, schemaRows(srv.Config())), nil
+	case "allow_ip":
+		var rows [][]string
+		for _, ip := range srv.AllowIPs() {
+			rows = append(rows, []string{ip})
+		}
+		return table([]string{"AllowIP"}, rows), nil
+	case "black_sql":
+		var rows [][]string
+		for _, q := range srv.BlackSQLs() {
+			rows = append(rows, []string{q})
+		}
+		return table([]string{"BlackListSQL"}, rows), nil
+	}
+	return nil, argErr("admin server: cannot show %q: want proxy, node, schema, allow_ip or black_sql", k)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+var backendCols = []string{"Node", "Address", "Type", "State", "MaxConn", "OpenConn", "IdleConn", "InUseConn",
+	"Weight", "ReplicationLag", "Statements", "Errors", "LastCheckError"}
+
+// backendState is kingshard's State column: up, down, lagging; "down
+// (admin)" for a backend an admin command took down.
+func backendState(b proxy.Backend) string {
+	if b.AdminDown {
+		return "down (admin)"
+	}
+	return b.State
+}
+
+var helpRows = [][]string{
+	{"admin help", "this list"},
+	{"SHOW PROXY STATUS | admin server(opt,k,v) values('show','proxy','status')", "online, connections, sessions, reloads, uptime"},
+	{"SHOW PROXY CONFIG | admin server(opt,k,v) values('show','proxy','config')", "the running settings (no passwords)"},
+	{"SHOW BACKENDS | admin server(opt,k,v) values('show','node','config')", "every master and slave: state, connections, lag, statements"},
+	{"SHOW SHARD RULES | admin server(opt,k,v) values('show','schema','config')", "schemas and shard rules"},
+	{"SHOW PROXY ALLOW_IPS | admin server(opt,k,v) values('show','allow_ip','config')", "allow_ips"},
+	{"SHOW PROXY BLACKLIST | admin server(opt,k,v) values('show','black_sql','config')", "the SQL blacklist"},
+	{"admin server(opt,k,v) values('change','proxy','online'|'offline')", "accept or refuse new client connections"},
+	{"admin server(opt,k,v) values('change','log_sql','on'|'off')", "SQL log on or off"},
+	{"admin server(opt,k,v) values('change','slow_log_time','50')", "slow log threshold in ms (0: off)"},
+	{"admin server(opt,k,v) values('add'|'del','allow_ip','10.0.0.0/8')", "edit allow_ips (empty: everyone)"},
+	{"admin server(opt,k,v) values('add'|'del','black_sql','select * from t where id = 1')", "edit the SQL blacklist (matched by shape)"},
+	{"admin server(opt,k,v) values('save','proxy','config')", "write run-time changes to ks.yaml (comments kept) and blacklist_sql_file"},
+	{"admin reload | admin server(opt,k,v) values('reload','proxy','config')", "reload ks.yaml (validated first; no session dropped)"},
+	{"admin node(opt,node,k,v) values('add'|'del','node1','slave','host:port[@weight]')", "add or remove a slave"},
+	{"admin node(opt,node,k,v) values('up'|'down','node1','master'|'slave','host:port')", "put a backend in or out of service"},
+}
+
+func statusRows(st proxy.Status) [][]string {
+	online := "online"
+	if !st.Online {
+		online = "offline"
+	}
+	return [][]string{
+		{"status", online},
+		{"started", st.Started.Format("2006-01-02T15:04:05Z07:00")},
+		{"uptime", st.Uptime},
+		{"connections", itoa(st.Connections)},
+		{"sessions", strconv.Itoa(st.Sessions)},
+		{"nodes", strconv.Itoa(st.Nodes)},
+		{"config_file", st.ConfigFile},
+		{"reloads", itoa(st.Reloads)},
+		{"reload_errors", itoa(st.ReloadErrors)},
+		{"last_reload", st.LastReload},
+		{"goroutines", strconv.Itoa(st.Goroutines)},
+	}
+}
+
+func configRows(srv *proxy.Server) [][]string {
+	c := srv.Config()
+	var users, nodes []string
+	for _, u := range c.UserList {
+		users = append(users, u.User)
+	}
+	for _, n := range c.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	return [][]string{
+		{"addr", c.Addr},
+		{"web_addr", c.WebAddr},
+		{"prometheus_addr", c.PrometheusAddr},
+		{"users", strings.Join(users, ",")},
+		{"admin_users", strings.Join(append([]string{"root"}, c.AdminUsers...), ",")},
+		{"nodes_count", strconv.Itoa(len(c.Nodes))},
+		{"nodes_list", strings.Join(nodes, ",")},
+		{"log_level", c.LogLevel},
+		{"log_sql", c.LogSQL},
+		{"slow_log_time", strconv.Itoa(c.SlowLogTime)},
+		{"allow_ips", c.AllowIPs},
+		{"blacklist_sql_file", c.BlacklistSQLFile},
+		{"max_connections", strconv.Itoa(c.MaxConnections)},
+		{"health_check_interval", c.HealthCheckInterval.String()},
+		{"max_replication_lag", strconv.Itoa(c.MaxReplicationLag)},
+		{"read_your_writes", c.ReadYourWrites},
+		{"config_file", c.Source()},
+	}
+}
+
+var schemaCols = []string{"User", "DB", "Table", "Type", "Key", "Nodes_List", "Locations", "TableRowLimit", "DateRange"}
+
+func schemaRows(c *config.Config) [][]string {
+	var rows [][]string
+	for _, sc := range c.SchemaList {
+		rows = append(rows, []string{sc.User, "", "", "default", "", sc.Default, "", "0", ""})
+		for _, r := range sc.ShardRule {
+			locs := make([]string, len(r.Locations))
+			for i, l := range r.Locations {
+				locs[i] = strconv.Itoa(l)
+			}
+			rows = append(rows, []string{sc.User, r.DB, r.Table, r.Type, r.Key, strings.Join(r.Nodes, ", "),
+				strings.Join(locs, ", "), strconv.Itoa(r.TableRowLimit), strings.Join(r.DateRange, ", ")})
+		}
+	}
+	return rows
+}
