@@ -59,10 +59,10 @@ type Config struct {
 	DefaultAuthPlugin    string   `yaml:"default_auth_plugin"` // mysql_native_password (default) | caching_sha2_password
 	AdminUsers           []string `yaml:"admin_users"`
 	ConfigWatchInterval  Duration `yaml:"config_watch_interval"` // reload when the file changes, checked this often; 0 = off
-	LogMaxSizeMB         int      `yaml:"log_max_size_mb"`  // lumberjack, default 100
-	LogMaxBackups        int      `yaml:"log_max_backups"`  // omitted = 5; 0 = keep all
-	LogMaxAgeDays        int      `yaml:"log_max_age_days"` // omitted = 7; 0 = no age limit
-	LogCompress          *bool    `yaml:"log_compress"`     // default true
+	LogMaxSizeMB         int      `yaml:"log_max_size_mb"`       // lumberjack, default 100
+	LogMaxBackups        int      `yaml:"log_max_backups"`       // omitted = 5; 0 = keep all
+	LogMaxAgeDays        int      `yaml:"log_max_age_days"`      // omitted = 7; 0 = no age limit
+	LogCompress          *bool    `yaml:"log_compress"`          // default true
 
 	src string // Source given to Parse, for Validate's messages
 	pos
