@@ -94,7 +94,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	}
 	s.snap.Store(snap)
 	if cfg.Source() != "" {
-		go s.watchConfig()
+		go s.watchConfig(s.fileSum(cfg.Source()))
 	}
 	return s, nil
 }

@@ -205,10 +205,10 @@ func (s *Server) Config() *config.Config { return s.snap.Load().cfg }
 // watchConfig reloads the config file when its content changes, checked
 // every config_watch_interval (read from the running config, so a reload
 // can turn it on or off). It runs until the server shuts down.
-func (s *Server) watchConfig() {
+// lastSum is the hash of the file as loaded.
+func (s *Server) watchConfig(lastSum string) {
 	var lastMod time.Time
 	var lastSize int64
-	lastSum := s.fileSum(s.Config().Source())
 	for {
 		d := s.Config().ConfigWatchInterval.D()
 		on := d > 0

@@ -19,10 +19,10 @@ import (
 
 // queryRows runs q and returns its rows as strings (NULL as "NULL").
 func queryRows(t *testing.T, db interface {
-	Query(string, ...any) (*sql.Rows, error)
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }, q string) [][]string {
 	t.Helper()
-	rows, err := db.Query(q)
+	rows, err := db.QueryContext(context.Background(), q)
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}

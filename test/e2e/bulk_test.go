@@ -598,25 +598,28 @@ func TestBulkStmtParamCount(t *testing.T) {
 
 var sysbenchCount = regexp.MustCompile(`(?m)^\s*(transactions|queries|ignored errors|reconnects):\s+(\d+)\s+\(([\d.]+) per sec`)
 
-// sysbench oltp_read_write with server-side prepared statements through
-// keyshard: no errors, and the backend never holds more statements than
-// max_conns_limit x stmt_cache_size, with a cache small enough that
-// statements are evicted and prepared again all the time.
-func TestBulkSysbench(t *testing.T) {
+// newSysbench returns a runner of sysbench oltp_read_write (one table of
+// 10,000 rows in database db) through p, and removes the table after the
+// test. Call it with "prepare" first.
+func newSysbench(t *testing.T, p *testProxy, db string) func(args ...string) string {
+	t.Helper()
 	sb, err := exec.LookPath("sysbench")
 	if err != nil {
 		t.Fatalf("sysbench is not installed (scripts/backends.sh install installs it): %v", err)
 	}
-	dbName, _ := bulkDB(t, "sbtest")
-	const maxConns, cacheSize = 4, 8 // oltp_read_write prepares 11 statements
-	p := startProxy(t, stmtYAML(maxConns, fmt.Sprintf("stmt_cache_size: %d\n", cacheSize)))
 	host, port, _ := net.SplitHostPort(p.Addr)
 	common := []string{"oltp_read_write", "--db-driver=mysql", "--mysql-host=" + host, "--mysql-port=" + port,
-		"--mysql-user=ks", "--mysql-password=ks", "--mysql-db=" + dbName, "--tables=1", "--table-size=10000",
+		"--mysql-user=ks", "--mysql-password=ks", "--mysql-db=" + db, "--tables=1", "--table-size=10000",
 		// Uniform keys: with sysbench's default hot spot, 4 threads
 		// deadlock now and then on MariaDB itself (ignored errors 1213).
 		"--rand-type=uniform"}
-	sysbench := func(args ...string) string {
+	t.Cleanup(func() {
+		out, err := exec.Command(sb, append(append([]string(nil), common...), "cleanup")...).CombinedOutput()
+		if err != nil {
+			t.Errorf("sysbench cleanup: %v\n%s", err, out)
+		}
+	})
+	return func(args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
@@ -626,13 +629,38 @@ func TestBulkSysbench(t *testing.T) {
 		}
 		return string(out)
 	}
-	sysbench("prepare")
-	t.Cleanup(func() {
-		out, err := exec.Command(sb, append(append([]string(nil), common...), "cleanup")...).CombinedOutput()
-		if err != nil {
-			t.Errorf("sysbench cleanup: %v\n%s", err, out)
+}
+
+// parseSysbench reads the totals of a sysbench run (transactions, queries,
+// ignored errors, reconnects) and its transactions per second.
+func parseSysbench(t *testing.T, out string) (map[string]float64, float64) {
+	t.Helper()
+	got := map[string]float64{}
+	var tps float64
+	for _, m := range sysbenchCount.FindAllStringSubmatch(out, -1) {
+		got[m[1]], _ = strconv.ParseFloat(m[2], 64)
+		if m[1] == "transactions" {
+			tps, _ = strconv.ParseFloat(m[3], 64)
 		}
-	})
+	}
+	for _, k := range []string{"transactions", "queries", "ignored errors", "reconnects"} {
+		if _, ok := got[k]; !ok {
+			t.Fatalf("sysbench output has no %q line:\n%s", k, out)
+		}
+	}
+	return got, tps
+}
+
+// sysbench oltp_read_write with server-side prepared statements through
+// keyshard: no errors, and the backend never holds more statements than
+// max_conns_limit x stmt_cache_size, with a cache small enough that
+// statements are evicted and prepared again all the time.
+func TestBulkSysbench(t *testing.T) {
+	dbName, _ := bulkDB(t, "sbtest")
+	const maxConns, cacheSize = 4, 8 // oltp_read_write prepares 11 statements
+	p := startProxy(t, stmtYAML(maxConns, fmt.Sprintf("stmt_cache_size: %d\n", cacheSize)))
+	sysbench := newSysbench(t, p, dbName)
+	sysbench("prepare")
 	d := direct(t, basePort, "")
 	before := preparedStmtCount(t, d)
 	prepares := mustMetric(t, p, "keyshard_pool_prepares_total", "node1")
@@ -668,19 +696,7 @@ func TestBulkSysbench(t *testing.T) {
 	close(done)
 	wg.Wait()
 	sample() // after the run: the pooled connections keep their handles
-	got := map[string]float64{}
-	var tps float64
-	for _, m := range sysbenchCount.FindAllStringSubmatch(out, -1) {
-		got[m[1]], _ = strconv.ParseFloat(m[2], 64)
-		if m[1] == "transactions" {
-			tps, _ = strconv.ParseFloat(m[3], 64)
-		}
-	}
-	for _, k := range []string{"transactions", "queries", "ignored errors", "reconnects"} {
-		if _, ok := got[k]; !ok {
-			t.Fatalf("sysbench output has no %q line:\n%s", k, out)
-		}
-	}
+	got, tps := parseSysbench(t, out)
 	t.Logf("sysbench: %.0f transactions (%.1f tps), %.0f queries, %.0f ignored errors, %.0f reconnects; "+
 		"Prepared_stmt_count max +%d over %d samples, keyshard_pool_prepared_statements max %v, backend prepares %v",
 		got["transactions"], tps, got["queries"], got["ignored errors"], got["reconnects"],

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -543,4 +544,114 @@ func TestLaggingReplicaSkipped(t *testing.T) {
 	// Caught up: back in rotation.
 	startSlave(t, rwRepA)
 	waitGauge(t, p, "keyshard_backend_state", rwRepA, 0)
+}
+
+// admin node: a slave taken down gets no reads and comes back when put
+// up; a deleted slave gets none, an added one gets its share; a master
+// taken down refuses writes at once while reads go on. The client's
+// session is the same connection throughout.
+func TestAdminNodeControl(t *testing.T) {
+	replicationGroup(t)
+	p := startProxy(t, rwYAML([2]int{1, 1}, "read_your_writes: off\nadmin_users: [ks]\nweb_user: admin\nweb_password: webpw"))
+	db := p.open(t, "ks:ks", "ks_test", "")
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	id := connID(t, conn)
+	repA, repB := fmt.Sprintf("127.0.0.1:%d", rwRepA), fmt.Sprintf("127.0.0.1:%d", rwRepB)
+	admin := func(q string) {
+		t.Helper()
+		if _, err := conn.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	reads := func() [3]int64 {
+		t.Helper()
+		before := counters(t, "Com_select")
+		for range 200 {
+			var v int
+			if err := conn.QueryRowContext(context.Background(), "SELECT v FROM rw_t WHERE id = 1").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return delta(before, counters(t, "Com_select"))
+	}
+	backendRow := func(addr string) []string {
+		t.Helper()
+		for _, r := range queryRows(t, conn, "SHOW BACKENDS") {
+			if r[1] == addr {
+				return r
+			}
+		}
+		return nil
+	}
+	if d := reads(); d[0] != 0 || d[1] == 0 || d[2] == 0 {
+		t.Fatalf("reads before any change (master, A, B): %v", d)
+	}
+
+	admin(fmt.Sprintf("admin node(opt,node,k,v) values('down','node1','slave','%s')", repA))
+	if r := backendRow(repA); r == nil || r[3] != "down (admin)" {
+		t.Errorf("SHOW BACKENDS row of A after down: %v", r)
+	}
+	if d := reads(); d[0] != 0 || d[1] != 0 || d[2] != 200 {
+		t.Errorf("reads with A down (master, A, B): %v, want [0 0 200]", d)
+	}
+	admin(fmt.Sprintf("admin node(opt,node,k,v) values('up','node1','slave','%s')", repA))
+	if d := reads(); d[1] == 0 || d[2] == 0 {
+		t.Errorf("reads after A up (master, A, B): %v", d)
+	}
+
+	admin(fmt.Sprintf("admin node(opt,node,k,v) values('del','node1','slave','%s')", repB))
+	if r := backendRow(repB); r != nil {
+		t.Errorf("B still listed after del: %v", r)
+	}
+	if d := reads(); d[0] != 0 || d[1] != 200 || d[2] != 0 {
+		t.Errorf("reads with B deleted (master, A, B): %v, want [0 200 0]", d)
+	}
+	admin(fmt.Sprintf("admin node(opt,node,k,v) values('add','node1','slave','%s@3')", repB))
+	if r := backendRow(repB); r == nil || r[8] != "3" {
+		t.Errorf("B after add with weight 3: %v", r)
+	}
+	if d := reads(); d[2] < 100 {
+		t.Errorf("reads after B added back with weight 3 (master, A, B): %v", d)
+	}
+
+	// The same through REST: delete A, add it back.
+	if code := rest(t, p, "DELETE", "/api/v1/nodes/slaves", `{"node":"node1","addr":"`+repA+`"}`, true, nil); code != 200 {
+		t.Fatalf("REST delete slave: %d", code)
+	}
+	if d := reads(); d[1] != 0 {
+		t.Errorf("reads with A deleted via REST (master, A, B): %v", d)
+	}
+	if code := rest(t, p, "POST", "/api/v1/nodes/slaves", `{"node":"node1","addr":"`+repA+`"}`, true, nil); code != 200 {
+		t.Fatalf("REST add slave: %d", code)
+	}
+	var nodes []map[string]any
+	rest(t, p, "GET", "/api/v1/nodes/status", "", true, &nodes)
+	if len(nodes) != 3 {
+		t.Errorf("nodes/status after REST add: %v", nodes)
+	}
+
+	master := fmt.Sprintf("127.0.0.1:%d", rwMaster)
+	admin(fmt.Sprintf("admin node(opt,node,k,v) values('down','node1','master','%s')", master))
+	start := time.Now()
+	_, err = conn.ExecContext(context.Background(), "INSERT INTO rw_t (v) VALUES (7)")
+	wantCode(t, "write with the master down", err, 1429, "node node1 ("+master+"): master is down (taken down by an admin command)")
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the write took %v to fail", d)
+	}
+	if d := reads(); d[0] != 0 || d[1]+d[2] != 200 {
+		t.Errorf("reads with the master down (master, A, B): %v", d)
+	}
+	admin(fmt.Sprintf("admin node(opt,node,k,v) values('up','node1','master','%s')", master))
+	if _, err := conn.ExecContext(context.Background(), "INSERT INTO rw_t (v) VALUES (7)"); err != nil {
+		t.Fatalf("write after the master is up: %v", err)
+	}
+	if got := connID(t, conn); got != id {
+		t.Fatalf("connection id %d, was %d: the session was replaced", got, id)
+	}
 }
