@@ -192,3 +192,22 @@ func TestLatency(t *testing.T) {
 		t.Fatalf("buckets %v", s.Cumulative)
 	}
 }
+
+func TestSetReplicas(t *testing.T) {
+	n := NewNode("n", "127.0.0.1:1", NodeOptions{Pool: Options{MaxConns: 1}, Replicas: []ReplicaAddr{{"127.0.0.1:2", 1}, {"127.0.0.1:3", 1}}})
+	defer n.Close()
+	keep := n.Replicas()[1].Pool
+	gone := n.Replicas()[0].Pool
+	n.SetReplicas([]ReplicaAddr{{"127.0.0.1:3", 5}, {"127.0.0.1:4", 0}})
+	reps := n.Replicas()
+	if len(reps) != 2 || reps[0].Pool != keep || reps[0].Weight != 5 || reps[1].Pool.Addr() != "127.0.0.1:4" || reps[1].Weight != 1 {
+		t.Fatalf("replicas after SetReplicas: %+v", reps)
+	}
+	if !gone.closed.Load() || keep.closed.Load() {
+		t.Errorf("removed pool closed %v, kept pool closed %v", gone.closed.Load(), keep.closed.Load())
+	}
+	n.SetReplicas(nil)
+	if n.HasReplicas() {
+		t.Error("SetReplicas(nil) left replicas")
+	}
+}

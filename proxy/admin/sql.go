@@ -68,7 +68,10 @@ var showForms = map[string][2]string{
 func parse(sql string) (command, bool, error) {
 	toks, err := tokenize(sql)
 	if err != nil {
-		return command{}, strings.EqualFold(firstWord(sql), "admin"), syntaxErr("%v", err)
+		if !strings.EqualFold(firstWord(sql), "admin") {
+			return command{}, false, nil // a SHOW for the backend to judge
+		}
+		return command{}, true, syntaxErr("%v", err)
 	}
 	if len(toks) > 0 && toks[len(toks)-1].text == ";" && !toks[len(toks)-1].quoted {
 		toks = toks[:len(toks)-1]

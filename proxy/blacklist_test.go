@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestBlacklist(t *testing.T) {
+	b := newBlacklist([]string{"SELECT * FROM t WHERE id = 1", "  ", "select * from T where id = 2;", "DELETE FROM t"})
+	if len(b.sqls) != 2 {
+		t.Fatalf("entries %q: the second select has the first's shape", b.sqls)
+	}
+	for sql, want := range map[string]bool{
+		"select * from t where id = 99":         true,
+		"SELECT *\n  FROM t\tWHERE id = 'abc';": true,
+		"delete from t":                         true,
+		"select * from t where id = 1 and x=2":  false,
+		"delete from t where id = 1":            false,
+		"select 1":                              false,
+	} {
+		if got := b.blocked(sql); got != want {
+			t.Errorf("blocked(%q) = %v", sql, got)
+		}
+	}
+	if newBlacklist(nil).blocked("select 1") {
+		t.Error("empty list blocks")
+	}
+	nb, ok := b.with("select 1")
+	if !ok || !nb.blocked("SELECT 2") || b.blocked("select 2") {
+		t.Error("with: the copy should block, the original not")
+	}
+	if _, ok := nb.with("select 3"); ok {
+		t.Error("with: a duplicate shape was added")
+	}
+	nb, ok = nb.without("select 5")
+	if !ok || nb.blocked("select 1") || len(nb.sqls) != 2 {
+		t.Errorf("without: %q", nb.sqls)
+	}
+	if _, ok := nb.without("select 5"); ok {
+		t.Error("without: removed a missing entry")
+	}
+	if got := string(nb.file()); got != "SELECT * FROM t WHERE id = 1\nDELETE FROM t\n" {
+		t.Errorf("file: %q", got)
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bl")
+	if err := os.WriteFile(path, []byte("# a comment\n\nselect 1\n  update t set a = 1  \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := loadBlacklist(path)
+	if err != nil || len(lb.sqls) != 2 || !lb.blocked("UPDATE t SET a = 5") {
+		t.Errorf("load: %q %v", lb.sqls, err)
+	}
+	if lb, err := loadBlacklist(filepath.Join(dir, "missing")); err != nil || len(lb.sqls) != 0 {
+		t.Errorf("missing file: %v %v", lb, err)
+	}
+}
