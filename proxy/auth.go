@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"encoding/binary"
+	"sync/atomic"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
@@ -181,7 +182,9 @@ func (s *Session) handshake() error {
 	if err := s.authenticate(r.user, r.plugin, r.auth, scramble); err != nil {
 		return err
 	}
-	s.user = r.user
+	if err := s.setUser(r.user); err != nil {
+		return err
+	}
 	s.collation = r.collation
 	s.zstdLevel = r.zstdLevel
 	return s.startSession(r.db)
@@ -367,8 +370,29 @@ func (s *Session) changeUser(p []byte) error {
 	if err := s.authenticate(userS, "\x00"+plugin, nil, nil); err != nil {
 		return err
 	}
+	if err := s.setUser(userS); err != nil {
+		return err
+	}
 	s.endSession()
-	s.user = userS
 	s.collation = collation
 	return s.startSession(dbS)
+}
+
+// setUser makes user the session's user, counting the session against the
+// user's max_connections (user_list); past it, ER_USER_LIMIT_REACHED.
+func (s *Session) setUser(user string) error {
+	uc, _ := s.snap.cfg.UserPassword(user)
+	v, _ := s.srv.userConns.LoadOrStore(user, new(atomic.Int64))
+	c := v.(*atomic.Int64)
+	if n := c.Add(1); uc.MaxConnections > 0 && n > int64(uc.MaxConnections) {
+		c.Add(-1)
+		s.srv.metrics.rejected("user_max_connections").Inc()
+		return newErr(errUserLimit, "User '%s' has exceeded the 'max_connections' resource of its user_list entry (current value: %d)", user, uc.MaxConnections)
+	}
+	if s.userConns != nil {
+		s.userConns.Add(-1)
+	}
+	s.userConns = c
+	s.user = user
+	return nil
 }

@@ -136,6 +136,8 @@ func (s *Server) pool(node, role, addr string) (*backend.Pool, error) {
 // it stays so until put up (health checks do not override it). Run-time
 // state only: a reload keeps it for a node it keeps.
 func (s *Server) SetBackendDown(node, role, addr string, down bool) error {
+	s.reloadMu.Lock() // not onto a node a reload is replacing
+	defer s.reloadMu.Unlock()
 	p, err := s.pool(node, role, addr)
 	if err != nil {
 		return err
@@ -247,7 +249,7 @@ func (s *Server) SetSlowLogTime(ms int) error {
 }
 
 // BlackSQLs returns the SQL blacklist, as written.
-func (s *Server) BlackSQLs() []string { return slices.Clone(s.snap.Load().black.sqls) }
+func (s *Server) BlackSQLs() []string { return slices.Clone(s.black.Load().sqls) }
 
 // AddBlackSQL adds a statement to the SQL blacklist: statements of the
 // same shape (any literal values) are refused from the next statement on.
@@ -278,14 +280,11 @@ func (s *Server) DelBlackSQL(sql string) error {
 func (s *Server) setBlack(edit func(*blacklist) (*blacklist, error)) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	old := s.snap.Load()
-	nb, err := edit(old.black)
+	nb, err := edit(s.black.Load())
 	if err != nil {
 		return err
 	}
-	snap := *old
-	snap.black = nb
-	s.snap.Store(&snap)
+	s.black.Store(nb)
 	return nil
 }
 
@@ -295,14 +294,16 @@ func (s *Server) setBlack(edit func(*blacklist) (*blacklist, error)) error {
 func (s *Server) SaveConfig() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	snap := s.snap.Load()
-	if err := snap.cfg.Save(); err != nil {
-		return fmt.Errorf("keyshard: save %s: %w", snap.cfg.Source(), err)
+	cfg, black := s.Config(), s.black.Load()
+	if err := cfg.Save(); err != nil {
+		return fmt.Errorf("keyshard: save %s: %w", cfg.Source(), err)
 	}
-	if f := snap.cfg.BlacklistSQLFile; f != "" {
-		if err := config.WriteFileAtomic(f, snap.black.file()); err != nil {
+	if f := cfg.BlacklistSQLFile; f != "" {
+		if err := config.WriteFileAtomic(f, black.file()); err != nil {
 			return fmt.Errorf("keyshard: save blacklist_sql_file: %w", err)
 		}
+	} else if len(black.sqls) > 0 {
+		return adminArg("keyshard: %s saved, but the SQL blacklist was not: blacklist_sql_file is not set", cfg.Source())
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ const (
 	errOffline
 	errAdminArg
 	errBlacklisted
+	errUserLimit
 	errKindEnd
 )
 
@@ -65,6 +66,7 @@ var proxyCodes = map[errKind]uint16{
 	errOffline:            erServerOfflineMode,
 	errAdminArg:           mysql.ER_WRONG_ARGUMENTS,
 	errBlacklisted:        mysql.ER_OPTION_PREVENTS_STATEMENT,
+	errUserLimit:          mysql.ER_USER_LIMIT_REACHED,
 }
 
 // erServerOfflineMode is MySQL's ER_SERVER_OFFLINE_MODE (offline_mode=ON),

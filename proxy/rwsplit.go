@@ -78,7 +78,7 @@ func (s *Session) markWrite() { s.lastWrite = time.Now().UnixNano() }
 // reached the client may be retried on another backend.
 func retryRead(err error) bool {
 	switch backend.KindOf(err) {
-	case backend.KindLost, backend.KindConnect, backend.KindDown, backend.KindPoolTimeout:
+	case backend.KindLost, backend.KindConnect, backend.KindDown, backend.KindPoolTimeout, backend.KindClosed:
 		return true
 	}
 	return false

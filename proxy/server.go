@@ -28,7 +28,8 @@ import (
 // Server accepts client connections and runs one Session goroutine per
 // client. Its configuration is an immutable snapshot.
 type Server struct {
-	snap atomic.Pointer[snapshot] // the running configuration
+	snap  atomic.Pointer[snapshot] // the running configuration
+	black atomic.Pointer[blacklist] // the SQL blacklist (edited apart from the config)
 	log  *zap.Logger
 	sql  *sqlLog
 
@@ -46,6 +47,7 @@ type Server struct {
 	rsaKey    *rsa.PrivateKey
 	rsaPubPEM []byte
 	sha2Cache sync.Map // user+"\x00"+password -> struct{}: users who passed full auth
+	userConns sync.Map // user -> *atomic.Int64: open sessions (max_connections of user_list)
 
 	baseState *backend.State
 	states    sync.Map // collation id -> *backend.State
@@ -88,10 +90,15 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	if s.sql, err = newSQLLog(cfg); err != nil {
 		return nil, err
 	}
-	snap, _, err := s.buildSnapshot(cfg, nil, nil)
+	snap, _, err := s.buildSnapshot(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
+	black, err := loadBlacklist(cfg.BlacklistSQLFile)
+	if err != nil {
+		return nil, fmt.Errorf("blacklist_sql_file: %w", err)
+	}
+	s.black.Store(black)
 	s.snap.Store(snap)
 	if cfg.Source() != "" {
 		go s.watchConfig(s.fileSum(cfg.Source()))
@@ -304,6 +311,9 @@ func (s *Server) handle(nc net.Conn) {
 		if sess.nc != nc {
 			sess.nc.Close()
 		}
+		if sess.userConns != nil {
+			sess.userConns.Add(-1)
+		}
 	}()
 
 	if !snap.allow.allowed(nc.RemoteAddr()) {
@@ -361,7 +371,9 @@ func (s *Server) handle(nc net.Conn) {
 // Shutdown stops accepting, lets running statements finish until ctx ends,
 // then closes every session (rolling back open transactions) and the pools.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.reloadMu.Lock() // no reload starts a drain after this
 	s.shuttingDown.Store(true)
+	s.reloadMu.Unlock()
 	s.mu.Lock()
 	for _, ln := range s.listeners {
 		ln.Close()

@@ -43,6 +43,7 @@ type Session struct {
 	caps      uint32
 	zstdLevel int // the client's zstd_compression_level
 	user      string
+	userConns *atomic.Int64 // the user's session count, which this session is in
 	collation uint8
 	schema    *config.SchemaConfig
 	node      *backend.Node
@@ -183,7 +184,7 @@ func (s *Session) run() {
 		}
 		s.busy.Store(true)
 		start := time.Now()
-		if snap := s.srv.snap.Load(); snap != s.snap && !s.inTx() && s.txBegin == "" {
+		if snap := s.srv.snap.Load(); snap != s.snap && !s.inTx() && snap.keeps(s.pinned) {
 			s.rebind(snap)
 		}
 		cmd := p[0]
@@ -464,7 +465,7 @@ func (s *Session) query(p []byte) error {
 			return err
 		}
 	}
-	if s.snap.black.blocked(sql[info.Start:]) {
+	if s.srv.black.Load().blocked(sql[info.Start:]) {
 		return s.fail(blacklisted(sql))
 	}
 	if s.splitting() && router.Writes(info) {

@@ -27,7 +27,6 @@ type snapshot struct {
 	// router (and its plan cache) when its rules are unchanged.
 	routeCfgs map[string]router.SchemaConfig
 	allow     *ipFilter
-	black     *blacklist // SQL blacklist
 	// rywWindow: after a write, a session's reads stay on the master this
 	// long (read_your_writes: master); 0 with read_your_writes off.
 	rywWindow time.Duration
@@ -37,23 +36,17 @@ type snapshot struct {
 // old are kept (with their connections, health state and admin up/down),
 // their replica lists brought up to date; the others are created. It
 // returns the nodes of old that the new snapshot no longer uses.
-//
-// black is the SQL blacklist; nil reads it from blacklist_sql_file.
-func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot, black *blacklist) (*snapshot, []*backend.Node, error) {
+func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot) (*snapshot, []*backend.Node, error) {
 	allow, err := parseAllowIPs(cfg.AllowIPs)
 	if err != nil {
 		return nil, nil, err
 	}
-	if black == nil {
-		if black, err = loadBlacklist(cfg.BlacklistSQLFile); err != nil {
-			return nil, nil, fmt.Errorf("blacklist_sql_file: %w", err)
-		}
-	}
+
 	routes, routeCfgs, err := buildRoutes(cfg, old)
 	if err != nil {
 		return nil, nil, err
 	}
-	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, black: black, nodes: map[string]*backend.Node{}}
+	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, nodes: map[string]*backend.Node{}}
 	if cfg.ReadYourWrites == "master" {
 		snap.rywWindow = cfg.ReadYourWritesWindow.D()
 	}
@@ -61,15 +54,31 @@ func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot, black *blackli
 	for i := range cfg.Nodes {
 		nc := &cfg.Nodes[i]
 		opts := s.nodeOptions(cfg, nc)
+		var prev *backend.Node
 		if old != nil {
-			if n := old.nodes[nc.Name]; n != nil && sameNode(n.Options(), opts) {
-				n.SetReplicas(opts.Replicas)
-				snap.nodes[nc.Name] = n
-				kept[n] = true
-				continue
+			prev = old.nodes[nc.Name]
+		}
+		if prev != nil && prev.Master.Addr() == nc.Master && sameNode(prev.Options(), opts) {
+			prev.SetReplicas(opts.Replicas)
+			snap.nodes[nc.Name] = prev
+			kept[prev] = true
+			continue
+		}
+		n := backend.NewNode(nc.Name, nc.Master, opts)
+		if prev != nil {
+			// A backend an operator took down stays down in the node
+			// that replaces its node.
+			for _, p := range prev.Pools() {
+				if p.AdminDown() {
+					for _, q := range n.Pools() {
+						if q.Addr() == p.Addr() && q.Role() == p.Role() {
+							q.SetAdminDown(true)
+						}
+					}
+				}
 			}
 		}
-		snap.nodes[nc.Name] = backend.NewNode(nc.Name, nc.Master, opts)
+		snap.nodes[nc.Name] = n
 	}
 	var gone []*backend.Node
 	if old != nil {
@@ -134,18 +143,28 @@ func (s *Server) Change(edit func(*config.Config) error) error {
 	if err := cfg.Validate(); err != nil {
 		return adminArg("keyshard: the change would make the config invalid, nothing changed: %v", err)
 	}
-	_, err := s.reloadLocked(cfg, old.black)
+	_, err := s.reloadLocked(cfg, s.black.Load())
 	return err
 }
 
+// reloadLocked applies cfg with the SQL blacklist black (nil: read from
+// blacklist_sql_file).
 func (s *Server) reloadLocked(cfg *config.Config, black *blacklist) ([]string, error) {
 	if s.shuttingDown.Load() {
 		return nil, ErrServerClosed
 	}
+	var err error
+	if black == nil {
+		if black, err = loadBlacklist(cfg.BlacklistSQLFile); err != nil {
+			s.reloadErrors.Add(1)
+			return nil, fmt.Errorf("blacklist_sql_file: %w", err)
+		}
+	}
 	old := s.snap.Load()
-	snap, gone, err := s.buildSnapshot(cfg, old, black)
+	snap, gone, err := s.buildSnapshot(cfg, old)
 	if err != nil {
 		s.reloadErrors.Add(1)
+		s.log.Warn("config not applied; the running config is unchanged", zap.String("source", cfg.Source()), zap.Error(err))
 		return nil, err
 	}
 	var warnings []string
@@ -155,6 +174,7 @@ func (s *Server) reloadLocked(cfg *config.Config, black *blacklist) ([]string, e
 		}
 	}
 	s.snap.Store(snap)
+	s.black.Store(black)
 	s.sql.configure(cfg)
 	s.reloads.Add(1)
 	s.lastReload.Store(time.Now().UnixNano())
@@ -244,4 +264,16 @@ func (s *Server) fileSum(path string) string {
 	}
 	h := sha256.Sum256(b)
 	return string(h[:])
+}
+
+// keeps reports whether a session holding pinned (nil: none) may move to
+// snap: its pinned connection (with the session state on it: variables,
+// temporary tables, prepared statements) belongs to a node snap kept.
+// Otherwise the session stays on its snapshot until it lets go of it.
+func (snap *snapshot) keeps(pinned *backend.Conn) bool {
+	if pinned == nil {
+		return true
+	}
+	n := snap.nodes[pinned.Node()]
+	return n != nil && slices.Contains(n.Pools(), pinned.Pool())
 }

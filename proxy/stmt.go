@@ -102,13 +102,13 @@ func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
 func (s *Session) stmtPrepare(p []byte) error {
 	sql := string(p[1:])
 	info := router.Classify(sql)
-	if s.snap.black.blocked(sql[info.Start:]) {
+	if s.srv.black.Load().blocked(sql[info.Start:]) {
 		return s.fail(blacklisted(sql))
 	}
 	st := &prepared{sql: sql, db: s.db, kind: info.Kind, read: router.ReadOnly(info), sticky: stickyReason(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
-	node, text, err := s.planStmt(st, info)
+	node, text, err := s.planStmt(st, info, true)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -182,14 +182,15 @@ func (s *Session) stmtPrepare(p []byte) error {
 // planStmt routes prepared statement st with the session's routing: a
 // /*node*/ hint sets st.node; a statement on sharded tables gets st.plan.
 // It returns the node to prepare on (nil: the default node) and the text
-// to prepare there (a sharded statement's first sub-table).
-func (s *Session) planStmt(st *prepared, info router.Info) (*backend.Node, string, error) {
+// to prepare there (a sharded statement's first sub-table). hints false
+// ignores /*node*/ hints (a text PREPARE does).
+func (s *Session) planStmt(st *prepared, info router.Info, hints bool) (*backend.Node, string, error) {
 	st.node, st.plan, st.lits, st.planErr = nil, nil, nil, nil
 	if s.route == nil || !s.route.Sharded() {
 		return nil, st.sql, nil
 	}
 	sql := st.sql
-	if n, ok := s.hintNode(sql[:info.Start]); ok {
+	if n, ok := s.hintNode(sql[:info.Start]); ok && hints {
 		st.node = n
 		return n, sql, nil
 	}
@@ -216,12 +217,12 @@ func (s *Session) planStmt(st *prepared, info router.Info) (*backend.Node, strin
 // no longer routes keeps the error for its next execution.
 func (s *Session) replanStmts() {
 	for _, st := range s.stmts {
-		if _, _, err := s.planStmt(st, router.Classify(st.sql)); err != nil {
+		if _, _, err := s.planStmt(st, router.Classify(st.sql), true); err != nil {
 			st.planErr = err
 		}
 	}
 	for _, st := range s.textStmts {
-		if _, _, err := s.planStmt(st, router.Classify(st.sql)); err != nil || st.plan == nil {
+		if _, _, err := s.planStmt(st, router.Classify(st.sql), false); err != nil || st.plan == nil {
 			st.planErr = newErr(errNotSupported, "keyshard: prepared statement %s no longer routes to sharded tables after a config reload; PREPARE it again", st.sql)
 			if err != nil {
 				st.planErr = err

@@ -77,6 +77,8 @@ type UserConfig struct {
 	AuthPlugin string `yaml:"auth_plugin"`
 	// RWSplit false keeps all of this user's reads on the masters.
 	RWSplit *bool `yaml:"rw_split"`
+	// MaxConnections caps this user's open sessions (0 = no cap).
+	MaxConnections int `yaml:"max_connections"`
 
 	pos
 }

@@ -211,6 +211,9 @@ func (c *Config) validateUsers(p *problems) map[string]*UserConfig {
 			continue
 		}
 		users[u.User] = u
+		if u.MaxConnections < 0 {
+			p.add(u.lineOf("max_connections"), join(up, "max_connections"), "want 0 (no cap) or more, got %d", u.MaxConnections)
+		}
 		if !oneOf(u.AuthPlugin, "", AuthNativePassword, AuthCachingSHA2) {
 			p.add(u.lineOf("auth_plugin"), join(up, "auth_plugin"), "want %s or %s, got %q", AuthNativePassword, AuthCachingSHA2, u.AuthPlugin)
 		}

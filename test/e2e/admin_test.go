@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -503,4 +504,36 @@ func TestREST(t *testing.T) {
 	if code := rest(t, p, "PUT", "/api/v1/proxy/config/reload", "", true, &rl); code != 200 || rl["result"] != "ok" {
 		t.Errorf("reload: %d %v", code, rl)
 	}
+}
+
+// max_connections on a user_list entry caps that user's sessions; others
+// are not affected, and a closed session frees its slot.
+func TestUserMaxConnections(t *testing.T) {
+	y := strings.Replace(baseYAML("%ADDR%"), "  - user: ks\n    password: ks\n", "  - user: ks\n    password: ks\n    max_connections: 2\n", 1)
+	p := startProxy(t, y)
+	db := p.open(t, "ks:ks", "ks_test", "")
+	ctx := context.Background()
+	c1, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	for _, c := range []*sql.Conn{c1, c2} {
+		if err := c.PingContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := p.open(t, "ks:ks", "ks_test", "")
+	wantCode(t, "third session of ks", third.Ping(), 1226, "User 'ks' has exceeded the 'max_connections' resource")
+	if err := p.open(t, "other:other", "", "").Ping(); err != nil {
+		t.Fatalf("another user: %v", err)
+	}
+	// Drop c1's connection for good (not back to the idle pool).
+	_ = c1.Raw(func(any) error { return driver.ErrBadConn })
+	c1.Close()
+	waitFor(t, "the slot to free", func() bool { return third.Ping() == nil })
 }

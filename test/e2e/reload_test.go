@@ -230,3 +230,41 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// A reload that rebuilds a node (a pool setting changed) keeps a backend
+// an operator took down down; a changed master address is followed.
+func TestReloadKeepsAdminDownFollowsMaster(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	root := adminDB(t, p)
+	n2 := fmt.Sprintf("127.0.0.1:%d", basePort+1)
+	mustExec(t, root, "admin node(opt,node,k,v) values('down','node2','master','"+n2+"')")
+	y, _ := os.ReadFile(p.File)
+	rebuilt := string(y) + "pool_idle_timeout: 61s\n"
+	if err := os.WriteFile(p.File, []byte(rebuilt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := p.Srv.Nodes()["node2"]
+	mustExec(t, root, "admin reload")
+	if p.Srv.Nodes()["node2"] == before {
+		t.Fatal("node2 was not rebuilt by a pool setting change")
+	}
+	state := func(node string) []string {
+		for _, r := range queryRows(t, root, "SHOW BACKENDS") {
+			if r[0] == node {
+				return r
+			}
+		}
+		return nil
+	}
+	if r := state("node2"); r[3] != "down (admin)" {
+		t.Errorf("node2 after the rebuild: %v, want down (admin)", r)
+	}
+	moved := strings.Replace(rebuilt, "master: "+n2, fmt.Sprintf("master: 127.0.0.1:%d", basePort), 1)
+	if err := os.WriteFile(p.File, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, root, "admin reload")
+	if r := state("node2"); r[1] != fmt.Sprintf("127.0.0.1:%d", basePort) || r[3] != "up" {
+		t.Errorf("node2 after its master moved: %v", r)
+	}
+}
