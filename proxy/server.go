@@ -28,10 +28,10 @@ import (
 // Server accepts client connections and runs one Session goroutine per
 // client. Its configuration is an immutable snapshot.
 type Server struct {
-	snap  atomic.Pointer[snapshot] // the running configuration
+	snap  atomic.Pointer[snapshot]  // the running configuration
 	black atomic.Pointer[blacklist] // the SQL blacklist (edited apart from the config)
-	log  *zap.Logger
-	sql  *sqlLog
+	log   *zap.Logger
+	sql   *sqlLog
 
 	metrics *Metrics
 
