@@ -255,6 +255,22 @@ func (n *Node) SetReplicas(want []ReplicaAddr) {
 	}
 }
 
+// KeepAdminDown takes down each backend of n that an admin command took
+// down in prev (same address and role): a node rebuilt by a reload keeps
+// its operator's decisions.
+func (n *Node) KeepAdminDown(prev *Node) {
+	for _, p := range prev.Pools() {
+		if !p.AdminDown() {
+			continue
+		}
+		for _, q := range n.Pools() {
+			if q.Addr() == p.Addr() && q.Role() == p.Role() {
+				q.SetAdminDown(true)
+			}
+		}
+	}
+}
+
 // Options returns the options the node was built with (Replicas as at
 // creation).
 func (n *Node) Options() NodeOptions { return n.opts }

@@ -382,7 +382,10 @@ func (s *Session) changeUser(p []byte) error {
 // user's max_connections (user_list); past it, ER_USER_LIMIT_REACHED.
 func (s *Session) setUser(user string) error {
 	uc, _ := s.snap.cfg.UserPassword(user)
-	v, _ := s.srv.userConns.LoadOrStore(user, new(atomic.Int64))
+	v, ok := s.srv.userConns.Load(user)
+	if !ok {
+		v, _ = s.srv.userConns.LoadOrStore(user, new(atomic.Int64))
+	}
 	c := v.(*atomic.Int64)
 	if n := c.Add(1); uc.MaxConnections > 0 && n > int64(uc.MaxConnections) {
 		c.Add(-1)

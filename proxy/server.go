@@ -101,7 +101,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	s.black.Store(black)
 	s.snap.Store(snap)
 	if cfg.Source() != "" {
-		go s.watchConfig(s.fileSum(cfg.Source()))
+		go s.watchConfig(fileSum(cfg.Source()))
 	}
 	return s, nil
 }
@@ -431,11 +431,7 @@ type ipFilter struct {
 
 func parseAllowIPs(s string) (*ipFilter, error) {
 	f := &ipFilter{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
+	for _, part := range splitList(s) {
 		if !strings.Contains(part, "/") {
 			ip := net.ParseIP(part)
 			if ip == nil {

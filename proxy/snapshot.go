@@ -66,17 +66,7 @@ func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot) (*snapshot, []
 		}
 		n := backend.NewNode(nc.Name, nc.Master, opts)
 		if prev != nil {
-			// A backend an operator took down stays down in the node
-			// that replaces its node.
-			for _, p := range prev.Pools() {
-				if p.AdminDown() {
-					for _, q := range n.Pools() {
-						if q.Addr() == p.Addr() && q.Role() == p.Role() {
-							q.SetAdminDown(true)
-						}
-					}
-				}
-			}
+			n.KeepAdminDown(prev)
 		}
 		snap.nodes[nc.Name] = n
 	}
@@ -246,7 +236,7 @@ func (s *Server) watchConfig(lastSum string) {
 			continue
 		}
 		lastMod, lastSize = fi.ModTime(), fi.Size()
-		sum := s.fileSum(path)
+		sum := fileSum(path)
 		if sum == lastSum {
 			continue
 		}
@@ -257,7 +247,7 @@ func (s *Server) watchConfig(lastSum string) {
 }
 
 // fileSum is a hash of the file's content ("" if unreadable).
-func (s *Server) fileSum(path string) string {
+func fileSum(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""

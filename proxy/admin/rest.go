@@ -151,9 +151,9 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 	})
 	h("PUT /api/v1/proxy/config/save", func(*http.Request) (any, error) { return nil, srv.SaveConfig() })
 	h("PUT /api/v1/proxy/config/reload", func(*http.Request) (any, error) {
-		warnings, err := srv.ReloadFile()
+		warnings, err := reload(srv)
 		if err != nil {
-			return nil, argErr("config reload failed, the running config is unchanged: %v", err)
+			return nil, err
 		}
 		return map[string]any{"result": "ok", "warnings": nonNil(warnings)}, nil
 	})

@@ -157,16 +157,15 @@ func list(toks []token, values bool) ([]string, []token, error) {
 			return nil, nil, syntaxErr("missing ')'")
 		}
 		t := toks[i]
-		if t.quoted || t.text != "," && t.text != "(" && t.text != ")" {
-			if !values {
-				out = append(out, strings.ToLower(t.text))
-			} else {
-				out = append(out, t.text)
-			}
-			i++
-		} else {
+		if !t.quoted && (t.text == "," || t.text == "(" || t.text == ")") {
 			return nil, nil, syntaxErr("unexpected %q in the list", t.text)
 		}
+		if values {
+			out = append(out, t.text)
+		} else {
+			out = append(out, strings.ToLower(t.text))
+		}
+		i++
 		if i >= len(toks) {
 			return nil, nil, syntaxErr("missing ')'")
 		}
@@ -268,9 +267,9 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 		if k != "proxy" || strings.ToLower(v) != "config" {
 			return nil, argErr("admin server: reload takes ('reload','proxy','config')")
 		}
-		warnings, err := srv.ReloadFile()
+		warnings, err := reload(srv)
 		if err != nil {
-			return nil, argErr("config reload failed, the running config is unchanged: %v", err)
+			return nil, err
 		}
 		res := &proxy.AdminResult{Info: "config reloaded from " + srv.Config().Source()}
 		if len(warnings) > 0 {
@@ -279,6 +278,15 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 		return res, nil
 	}
 	return nil, argErr("admin server: unknown opt %q: want show, change, add, del, save or reload", c.vals[0])
+}
+
+// reload reloads the config file; a failure is a bad argument (the file).
+func reload(srv *proxy.Server) ([]string, error) {
+	warnings, err := srv.ReloadFile()
+	if err != nil {
+		return nil, argErr("config reload failed, the running config is unchanged: %v", err)
+	}
+	return warnings, nil
 }
 
 func nodeCmd(srv *proxy.Server, vals []string) error {

@@ -18,40 +18,14 @@ import (
 	"github.com/keyshard/keyshard/proxy/config"
 )
 
-// queryRows runs q and returns its rows as strings (NULL as "NULL").
-func queryRows(t *testing.T, db interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}, q string) [][]string {
+// queryRows runs q and returns its rows as strings (see mgFetch).
+func queryRows(t *testing.T, db mgQuerier, q string) [][]string {
 	t.Helper()
-	rows, err := db.QueryContext(context.Background(), q)
+	_, rows, err := mgFetch(context.Background(), db, false, q)
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out [][]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		row := make([]string, len(cols))
-		for i, v := range vals {
-			row[i] = v.String
-			if !v.Valid {
-				row[i] = "NULL"
-			}
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return rows
 }
 
 // keyValue turns Key/Value rows into a map.
