@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/digest"
 )
 
 // The operator's controls: what admin SQL and the REST API do. Changes to
@@ -314,3 +315,19 @@ func IsArgError(err error) bool {
 	var pe *Error
 	return errors.As(err, &pe) && pe.kind == errAdminArg
 }
+
+// Digests returns the top n statement digests (all when n <= 0) in the
+// given order (digest.Orders; "" = total time).
+func (s *Server) Digests(n int, order string) ([]digest.Stats, error) {
+	top, ok := s.digests.Top(n, order)
+	if !ok {
+		return nil, adminArg("unknown digest order %q: want one of %s", order, strings.Join(digest.Orders, ", "))
+	}
+	return top, nil
+}
+
+// ResetDigests drops every digest.
+func (s *Server) ResetDigests() { s.digests.Reset() }
+
+// DigestsSince is when the digests were last reset (or the proxy started).
+func (s *Server) DigestsSince() time.Time { return s.digests.Since() }

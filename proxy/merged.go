@@ -167,6 +167,7 @@ func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error
 		if err != nil {
 			return s.fail(err)
 		}
+		s.firstByte()
 		switch p[0] {
 		case wire.ErrHeader:
 			l.finished = true
@@ -247,6 +248,7 @@ func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error
 	})
 	s.rowCount = -1
 	s.foundRows = m.Sent()
+	s.tr.rows += m.Sent()
 	if clientErr != nil {
 		return clientErr
 	}

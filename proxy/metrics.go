@@ -3,9 +3,11 @@ package proxy
 import (
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -58,8 +60,68 @@ func newMetrics(s *Server) *Metrics {
 	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat, m.stmtsOpen,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_client_connections", Help: "Client connections open."},
 			func() float64 { return float64(s.conns.Load()) }),
-		&poolCollector{s: s}, &planCacheCollector{s: s})
+		&poolCollector{s: s}, &planCacheCollector{s: s}, &digestCollector{s: s})
 	return m
+}
+
+// digestCollector exports the stage counters of all statements and, at
+// scrape time, the top digest_metrics_top digests by total time.
+type digestCollector struct{ s *Server }
+
+var (
+	digestLabels     = []string{"digest", "schema", "text"}
+	descStage        = prometheus.NewDesc("keyshard_stage_seconds_total", "Statement time by stage (parse, route, pool_wait, backend, relay), all statements.", []string{"stage"}, nil)
+	descDigests      = prometheus.NewDesc("keyshard_digests", "Statement digests held (bounded by digest_size).", nil, nil)
+	descDigestCalls  = prometheus.NewDesc("keyshard_digest_calls_total", "Statements run, for the top digests by total time.", digestLabels, nil)
+	descDigestErrors = prometheus.NewDesc("keyshard_digest_errors_total", "Statements that ended in an error, for the top digests.", digestLabels, nil)
+	descDigestRows   = prometheus.NewDesc("keyshard_digest_rows_total", "Rows sent and rows affected, for the top digests.", digestLabels, nil)
+	descDigestTime   = prometheus.NewDesc("keyshard_digest_seconds_total", "Statement time, for the top digests.", digestLabels, nil)
+	descDigestStage  = prometheus.NewDesc("keyshard_digest_stage_seconds_total", "Statement time by stage, for the top digests.", append(digestLabels, "stage"), nil)
+	descDigestP99    = prometheus.NewDesc("keyshard_digest_p99_seconds", "Estimated 99th percentile of statement time since the digests were reset, for the top digests.", digestLabels, nil)
+)
+
+// maxLabelText bounds the text label of digest metrics.
+const maxLabelText = 120
+
+func (c *digestCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descStage, descDigests, descDigestCalls, descDigestErrors, descDigestRows, descDigestTime, descDigestStage, descDigestP99} {
+		ch <- d
+	}
+}
+
+func (c *digestCollector) Collect(ch chan<- prometheus.Metric) {
+	for i := range c.s.stageNs {
+		ch <- prometheus.MustNewConstMetric(descStage, prometheus.CounterValue, time.Duration(c.s.stageNs[i].Load()).Seconds(), digest.Stage(i).String())
+	}
+	ch <- prometheus.MustNewConstMetric(descDigests, prometheus.GaugeValue, float64(c.s.digests.Len()))
+	n := c.s.snap.Load().cfg.DigestMetricsTop
+	if n <= 0 {
+		return
+	}
+	top, _ := c.s.digests.Top(n, "total")
+	for _, d := range top {
+		l := []string{d.ID, d.Schema, labelText(d.Text)}
+		ch <- prometheus.MustNewConstMetric(descDigestCalls, prometheus.CounterValue, float64(d.Count), l...)
+		ch <- prometheus.MustNewConstMetric(descDigestErrors, prometheus.CounterValue, float64(d.Errors), l...)
+		ch <- prometheus.MustNewConstMetric(descDigestRows, prometheus.CounterValue, float64(d.Rows+d.Affected), l...)
+		ch <- prometheus.MustNewConstMetric(descDigestTime, prometheus.CounterValue, d.Total.Seconds(), l...)
+		ch <- prometheus.MustNewConstMetric(descDigestP99, prometheus.GaugeValue, d.P99.Seconds(), l...)
+		for i, v := range d.Stages {
+			ch <- prometheus.MustNewConstMetric(descDigestStage, prometheus.CounterValue, v.Seconds(), append(l, digest.Stage(i).String())...)
+		}
+	}
+}
+
+// labelText is a digest's text cut for a label.
+func labelText(t string) string {
+	if len(t) <= maxLabelText {
+		return t
+	}
+	end := maxLabelText
+	for end > 0 && !utf8.RuneStart(t[end]) {
+		end--
+	}
+	return t[:end] + "..."
 }
 
 // planCacheCollector reads each schema's plan cache counters at scrape time.

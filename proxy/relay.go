@@ -139,6 +139,7 @@ func (s *Session) readResult(bc *backend.Conn, res *relayResult) (p []byte, done
 		return nil, true, lostConn(bc, err)
 	}
 	res.started = true
+	s.firstByte()
 	if len(p) == 0 {
 		return nil, true, lostConn(bc, wire.ErrMalformed)
 	}
@@ -172,6 +173,7 @@ func (s *Session) relayOK(bc *backend.Conn, p []byte) (more bool, err error) {
 	}
 	bc.Status = ok.Status
 	s.rowCount = int64(ok.AffectedRows)
+	s.tr.changed += ok.AffectedRows
 	if ok.InsertID != 0 {
 		s.lastInsertID = ok.InsertID
 	}
@@ -268,6 +270,7 @@ func (s *Session) relayRows(bc *backend.Conn, p []byte, rows uint64, fieldList b
 				s.foundRows = rows
 			}
 			res.rows += rows
+			s.tr.rows += rows
 			return status&wire.StatusMoreResultsExists != 0 && !fieldList, nil
 		}
 		rows++

@@ -7,6 +7,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -41,7 +42,14 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	if n, ok := s.hintNode(sql[:info.Start]); ok {
 		return true, s.forwardTo(n, p, nil, info)
 	}
-	pl, lits, err := s.route.Plan(s.getParser(), sql, s.db, info.Kind)
+	var pl *router.Plan
+	var lits []router.Literal
+	if s.tr.shaped {
+		pl, lits, err = s.route.PlanShaped(s.getParser(), sql, s.db, info.Kind)
+	} else {
+		pl, lits, err = s.route.Plan(s.getParser(), sql, s.db, info.Kind)
+	}
+	s.mark(digest.Parse)
 	if err != nil {
 		return true, s.fail(err)
 	}
@@ -54,7 +62,9 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		return true, s.forwardTo(s.node, p, nil, info)
 	}
 	rt := &s.rt
-	if err := pl.BindTo(rt, lits, leadingComments(sql, info)); err != nil {
+	err = pl.BindTo(rt, lits, leadingComments(sql, info))
+	s.mark(digest.Route)
+	if err != nil {
 		return true, s.fail(err)
 	}
 	if rt.Merge != "" {
@@ -292,6 +302,7 @@ func (s *Session) relayScatter(legs []leg) error {
 			if err != nil {
 				return s.fail(err)
 			}
+			s.firstByte()
 			switch p[0] {
 			case wire.ErrHeader:
 				failed = legError(l, wire.ParseErr(p))
@@ -383,6 +394,7 @@ func (s *Session) relayScatter(legs []leg) error {
 	}
 	s.rowCount = -1
 	s.foundRows = rows
+	s.tr.rows += rows
 	if failed != nil {
 		s.writeError(failed)
 		return failed
@@ -418,6 +430,7 @@ func (s *Session) collectOKs(legs []leg, rt *router.Routing) error {
 			if err != nil {
 				return s.fail(err)
 			}
+			s.firstByte()
 			switch p[0] {
 			case wire.ErrHeader:
 				if failed == nil {
@@ -458,6 +471,7 @@ func (s *Session) collectOKs(legs []leg, rt *router.Routing) error {
 		return failed
 	}
 	s.rowCount = int64(affected)
+	s.tr.changed += affected
 	if insertID != 0 {
 		s.lastInsertID = insertID
 	}

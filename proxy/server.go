@@ -21,6 +21,7 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 )
@@ -34,6 +35,8 @@ type Server struct {
 	sql   *sqlLog
 
 	metrics *Metrics
+	digests *digest.Digests
+	stageNs stageTotals
 
 	reloadMu     sync.Mutex // one reload or admin change at a time
 	reloads      atomic.Int64
@@ -85,6 +88,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	}
 	s.baseState = backend.NewState(cs, coll)
 	s.states.Store(uint8(defaultCollationID), s.baseState)
+	s.digests = digest.New(cfg.DigestSize)
 	s.metrics = newMetrics(s)
 	var err error
 	if s.sql, err = newSQLLog(cfg); err != nil {

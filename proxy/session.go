@@ -15,6 +15,7 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 	"go.uber.org/zap"
@@ -70,6 +71,7 @@ type Session struct {
 
 	parser *router.Parser
 	rt     router.Routing // the current statement's routing (reused)
+	tr     trace          // the current statement's digest, stages, rows
 	buf    []byte
 	xbuf   []byte // EXECUTE packets rebuilt for a backend
 
@@ -184,6 +186,7 @@ func (s *Session) run() {
 		}
 		s.busy.Store(true)
 		start := time.Now()
+		s.tr.begin(start, s.pkt.Written)
 		if snap := s.srv.snap.Load(); snap != s.snap && !s.inTx() && snap.keeps(s.pinned) {
 			s.rebind(snap)
 		}
@@ -191,9 +194,7 @@ func (s *Session) run() {
 		err = s.dispatch(cmd, p)
 		d := time.Since(start)
 		s.srv.metrics.observe(cmd, err, d)
-		if cmd == mysql.COM_QUERY {
-			s.srv.sql.record(s, unsafe.String(unsafe.SliceData(p[1:]), len(p)-1), d, err)
-		}
+		s.endStmt(cmd, p, d, err)
 		s.busy.Store(false)
 		if err == errQuit {
 			return
@@ -465,6 +466,8 @@ func (s *Session) query(p []byte) error {
 			return err
 		}
 	}
+	s.tr.entry = s.digestOf(sql, s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0)
+	s.mark(digest.Parse)
 	if s.srv.black.Load().blocked(sql[info.Start:]) {
 		return s.fail(blacklisted(sql))
 	}
@@ -611,6 +614,7 @@ func (s *Session) forwardTo(n *backend.Node, raw []byte, rewritten *string, info
 					skip = rp
 				}
 				s.release(bc) // broken: discarded
+				s.mark(digest.Backend)
 				continue
 			}
 			return s.backendFailed(bc, err)
@@ -656,6 +660,7 @@ func (s *Session) relayOne(bc *backend.Conn) error {
 	if err != nil {
 		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "reading answer", Err: err}
 	}
+	s.firstByte()
 	if err := s.pkt.WritePacket(p); err != nil {
 		return &clientError{err}
 	}

@@ -166,6 +166,7 @@ func (s *Server) reloadLocked(cfg *config.Config, black *blacklist) ([]string, e
 	s.snap.Store(snap)
 	s.black.Store(black)
 	s.sql.configure(cfg)
+	s.digests.SetSize(cfg.DigestSize)
 	s.reloads.Add(1)
 	s.lastReload.Store(time.Now().UnixNano())
 	for _, n := range gone {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -69,36 +71,61 @@ func (l *sqlLog) open(cfg *config.Config, name string) (*zap.Logger, error) {
 	return zap.New(core).Named(strings.TrimSuffix(name, ".log")), nil
 }
 
-// record logs one statement if the SQL log is on or it was slow. The fast
-// path is two atomic loads.
-func (l *sqlLog) record(s *Session, sql string, d time.Duration, err error) {
+// wants reports whether a statement that took d is logged: the SQL log is
+// on or it was slow. Two atomic loads.
+func (l *sqlLog) wants(d time.Duration) bool {
 	slow := l.slowNs.Load()
-	isSlow := slow > 0 && int64(d) >= slow
-	if !isSlow && !l.all.Load() {
+	return slow > 0 && int64(d) >= slow || l.all.Load()
+}
+
+// record logs one statement if the SQL log is on or it was slow: one JSON
+// line with who ran it, where, its digest, what it returned and where its
+// time went.
+func (l *sqlLog) record(s *Session, sql string, sm *digest.Sample, err error) {
+	slow := l.slowNs.Load()
+	isSlow := slow > 0 && int64(sm.Total) >= slow
+	all := l.all.Load()
+	if !isSlow && !all {
 		return
 	}
-	fields := []zap.Field{
-		zap.Uint32("conn", s.id), zap.String("user", s.user), zap.String("client", s.remoteHost),
-		zap.String("db", s.db), zap.String("node", nodeName(s)), zap.Float64("ms", float64(d.Microseconds())/1000),
-		zap.String("sql", sql),
+	var id uint64
+	if e := s.tr.entry; e != nil {
+		id = e.ID
+	} else {
+		k, _ := router.Normalize(sql)
+		id = digest.ID([]byte(s.db + "\x00" + k))
 	}
+	fields := make([]zap.Field, 0, 20)
+	fields = append(fields,
+		zap.Uint32("conn", s.id), zap.String("user", s.user), zap.String("client", s.remoteHost),
+		zap.String("schema", s.db), zap.String("digest", digest.FormatID(id)), zap.Strings("nodes", s.tr.nodes),
+		zap.Float64("ms", ms(sm.Total)), zap.Uint64("rows", sm.Rows), zap.Uint64("affected", sm.Affected),
+		zap.Uint64("bytes", sm.Bytes))
+	for i, d := range sm.Stages {
+		fields = append(fields, zap.Float64(stageKeys[i], ms(d)))
+	}
+	fields = append(fields, zap.String("sql", sql))
 	if err != nil && !errors.Is(err, errQuit) {
 		fields = append(fields, zap.String("error", toMySQL(err).Error()))
 	}
 	if isSlow {
 		l.slow.Info("slow query", fields...)
 	}
-	if l.all.Load() {
+	if all {
 		l.sql.Info("query", fields...)
 	}
 }
 
-func nodeName(s *Session) string {
-	if s.node == nil {
-		return ""
+// stageKeys name the stages in log lines (in ms).
+var stageKeys = func() (k [digest.NumStages]string) {
+	for i := range k {
+		k[i] = digest.Stage(i).String() + "_ms"
 	}
-	return s.node.Name
-}
+	return k
+}()
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (l *sqlLog) close() {
 	for _, s := range l.syncs {

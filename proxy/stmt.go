@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -68,6 +69,9 @@ type prepared struct {
 	// the backend after each execution (as for the text form).
 	calcFoundRows bool
 
+	// dig finds the statement's digest (its shape key is computed once).
+	dig digest.Ref
+
 	// The backend cache key last computed (for keySQL in state keySt): an
 	// EXECUTE of the same text in the same state reuses it.
 	keySt       *backend.State
@@ -108,6 +112,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 	st := &prepared{sql: sql, db: s.db, kind: info.Kind, read: router.ReadOnly(info), sticky: stickyReason(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
+	st.dig.Key = string(digest.Key(s.getParser().Shape(sql, s.db)))
 	node, text, err := s.planStmt(st, info, true)
 	if err != nil {
 		return s.fail(err)
@@ -373,6 +378,7 @@ func (s *Session) forgetStmts() {
 
 // stmtExecute runs COM_STMT_EXECUTE.
 func (s *Session) stmtExecute(st *prepared, p []byte) error {
+	s.tr.entry, s.tr.sql = s.srv.digests.Get(&st.dig), st.sql
 	if s.splitting() && router.Writes(router.Info{Kind: st.kind}) {
 		defer s.markWrite()
 	}
@@ -390,6 +396,7 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 	if ex.Bound && !bytes.Equal(st.types, ex.Types) {
 		st.types = append(st.types[:0], ex.Types...)
 	}
+	s.mark(digest.Parse)
 	cursor := ex.Flags&wire.CursorReadOnly != 0
 	if st.planErr != nil {
 		return s.fail(st.planErr)
@@ -421,7 +428,9 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		}
 	}
 	rt := &s.rt
-	if err := st.plan.BindTo(rt, lits, st.prefix); err != nil {
+	err = st.plan.BindTo(rt, lits, st.prefix)
+	s.mark(digest.Route)
+	if err != nil {
 		return s.fail(err)
 	}
 	if rt.Merge != "" {

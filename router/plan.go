@@ -69,6 +69,15 @@ func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Lit
 		pl, err := s.build(p, sql, db, kind, false, 0)
 		return pl, nil, err
 	}
+	p.Shape(sql, db)
+	return s.PlanShaped(p, sql, db, kind)
+}
+
+// Shape normalizes sql run with current database db: it returns the plan
+// cache key (db, a NUL, the shape; see Normalize), which is also the
+// statement's digest key. Both the key and the literals it keeps are valid
+// until the next Shape or Plan with p.
+func (p *Parser) Shape(sql, db string) []byte {
 	kb, lits := p.key[:0], p.lits[:0]
 	if len(sql) > 64<<10 {
 		// A big statement: fresh buffers, so the session keeps neither a
@@ -78,6 +87,21 @@ func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Lit
 	kb, lits = appendShape(append(append(kb, db...), 0), lits, sql)
 	if len(sql) <= 64<<10 {
 		p.key, p.lits = kb, lits
+	}
+	p.shaped, p.shapedLits = kb, lits
+	return kb
+}
+
+// PlanShaped is Plan for the statement p.Shape was called with last (the
+// caller had the key already, for its digest).
+func (s *Schema) PlanShaped(p *Parser, sql, db string, kind Kind) (*Plan, []Literal, error) {
+	if kind == KindDDL {
+		pl, err := s.build(p, sql, db, kind, false, 0)
+		return pl, nil, err
+	}
+	kb, lits := p.shaped, p.shapedLits
+	if len(sql) > 64<<10 {
+		p.shaped, p.shapedLits = nil, nil // not kept past this statement
 	}
 	if pl := s.cache.get(kb); pl != nil {
 		return pl, lits, nil

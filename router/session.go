@@ -21,13 +21,21 @@ type Parser struct {
 	// statement's literals.
 	key  []byte
 	lits []Literal
+	// The last Shape's key and literals (in key and lits, or fresh for a
+	// big statement).
+	shaped     []byte
+	shapedLits []Literal
 }
 
-// NewParser returns a parser.
-func NewParser() *Parser { return &Parser{p: parser.New()} }
+// NewParser returns a parser. The TiDB parser in it is made on first use,
+// so a session that only needs shapes (Shape) never pays for one.
+func NewParser() *Parser { return &Parser{} }
 
 // Parse parses sql into statements.
 func (p *Parser) Parse(sql string) ([]ast.StmtNode, error) {
+	if p.p == nil {
+		p.p = parser.New()
+	}
 	stmts, _, err := p.p.Parse(sql, "", "")
 	return stmts, err
 }

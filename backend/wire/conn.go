@@ -33,6 +33,10 @@ type Conn struct {
 	// MaxRead bounds the size of a logical packet read by ReadPacket.
 	MaxRead int
 
+	// Written counts the bytes of packets written (headers included,
+	// before compression), for statistics.
+	Written uint64
+
 	big    []byte      // scratch for packets that do not fit the reader's buffer
 	comp   *compressor // nil unless the compressed protocol is on
 	header [4]byte
@@ -236,6 +240,7 @@ func (c *Conn) writeHeader(n int) error {
 	c.header[2] = byte(n >> 16)
 	c.header[3] = c.Seq
 	c.Seq++
+	c.Written += uint64(n) + 4
 	_, err := c.bw.Write(c.header[:])
 	return err
 }

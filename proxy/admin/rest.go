@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/digest"
 )
 
 // REST mounts kingshard's /api/v1 endpoints on mux, behind HTTP basic auth
@@ -149,6 +152,34 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		}
 		return nil, change(srv, "log_sql", a.Opt)
 	})
+	h("GET /api/v1/digests", func(r *http.Request) (any, error) {
+		limit := defaultDigests
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, argErr("limit: want a row count >= 0 (0: all), not %q", v)
+			}
+			limit = n
+		}
+		top, err := srv.Digests(limit, r.URL.Query().Get("order"))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]digestJSON, 0, len(top))
+		for _, d := range top {
+			j := digestJSON{Stats: d, TotalMs: ms(d.Total), AvgMs: ms(d.Avg), MinMs: ms(d.Min), MaxMs: ms(d.Max),
+				P50Ms: ms(d.P50), P99Ms: ms(d.P99), StagesMs: map[string]float64{}}
+			for i, v := range d.Stages {
+				j.StagesMs[digest.Stage(i).String()] = ms(v)
+			}
+			out = append(out, j)
+		}
+		return map[string]any{"since": srv.DigestsSince().UTC(), "digests": out}, nil
+	})
+	h("DELETE /api/v1/digests", func(*http.Request) (any, error) {
+		srv.ResetDigests()
+		return nil, nil
+	})
 	h("PUT /api/v1/proxy/config/save", func(*http.Request) (any, error) { return nil, srv.SaveConfig() })
 	h("PUT /api/v1/proxy/config/reload", func(*http.Request) (any, error) {
 		warnings, err := reload(srv)
@@ -158,6 +189,20 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		return map[string]any{"result": "ok", "warnings": nonNil(warnings)}, nil
 	})
 }
+
+// digestJSON is a digest as REST shows it: times in milliseconds.
+type digestJSON struct {
+	digest.Stats
+	TotalMs  float64            `json:"total_ms"`
+	AvgMs    float64            `json:"avg_ms"`
+	MinMs    float64            `json:"min_ms"`
+	MaxMs    float64            `json:"max_ms"`
+	P50Ms    float64            `json:"p50_ms"`
+	P99Ms    float64            `json:"p99_ms"`
+	StagesMs map[string]float64 `json:"stages_ms"`
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 type nodeArgs struct {
 	Opt  string `json:"opt"`

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/digest"
 )
 
 // SQL runs admin statements on the proxy port: kingshard's forms
@@ -88,6 +90,9 @@ func parse(sql string) (command, bool, error) {
 			}
 			words = append(words, strings.ToLower(t.text))
 		}
+		if len(words) > 0 && words[0] == "digests" {
+			return parseShowDigests(words[1:])
+		}
 		kv, ok := showForms[strings.Join(words, " ")]
 		if !ok {
 			return command{}, false, nil
@@ -112,9 +117,14 @@ func parse(sql string) (command, bool, error) {
 			return command{}, true, syntaxErr("want ADMIN RELOAD [CONFIG]")
 		}
 		return command{region: "server", vals: []string{"reload", "proxy", "config"}}, true, nil
+	case "reset":
+		if len(toks) != 3 || !strings.EqualFold(toks[2].text, "digests") {
+			return command{}, true, syntaxErr("want ADMIN RESET DIGESTS")
+		}
+		return command{region: "server", vals: []string{"reset", "digests", "all"}}, true, nil
 	case "server", "node":
 	default:
-		return command{}, true, syntaxErr("unknown region %q: want server, node, help or reload", toks[1].text)
+		return command{}, true, syntaxErr("unknown region %q: want server, node, help, reload or reset", toks[1].text)
 	}
 	want := []string{"opt", "k", "v"}
 	if region == "node" {
@@ -142,6 +152,25 @@ func parse(sql string) (command, bool, error) {
 		return command{}, true, syntaxErr("admin %s takes %d values, got %d", region, len(want), len(vals))
 	}
 	return command{region: region, vals: vals}, true, nil
+}
+
+// defaultDigests is how many digests SHOW DIGESTS shows without LIMIT.
+const defaultDigests = 20
+
+// parseShowDigests reads the rest of SHOW DIGESTS [ORDER BY col] [LIMIT n]
+// into ('show', 'digests', 'col,n').
+func parseShowDigests(words []string) (command, bool, error) {
+	order, limit := "total", strconv.Itoa(defaultDigests)
+	if len(words) >= 3 && words[0] == "order" && words[1] == "by" {
+		order, words = words[2], words[3:]
+	}
+	if len(words) == 2 && words[0] == "limit" {
+		limit, words = words[1], nil
+	}
+	if len(words) != 0 {
+		return command{}, true, syntaxErr("want SHOW DIGESTS [ORDER BY %s] [LIMIT n]", strings.Join(digest.Orders, "|"))
+	}
+	return command{region: "server", vals: []string{"show", "digests", order + "," + limit}}, true, nil
 }
 
 // list reads "( a, b, ... )": names (lower-cased) or, with values, quoted
@@ -263,6 +292,12 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 			return nil, argErr("admin server: save takes ('save','proxy','config')")
 		}
 		return nil, srv.SaveConfig()
+	case "reset":
+		if k != "digests" {
+			return nil, argErr("admin server: reset takes ('reset','digests','all')")
+		}
+		srv.ResetDigests()
+		return nil, nil
 	case "reload":
 		if k != "proxy" || strings.ToLower(v) != "config" {
 			return nil, argErr("admin server: reload takes ('reload','proxy','config')")
@@ -277,7 +312,7 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 		}
 		return res, nil
 	}
-	return nil, argErr("admin server: unknown opt %q: want show, change, add, del, save or reload", c.vals[0])
+	return nil, argErr("admin server: unknown opt %q: want show, change, add, del, save, reload or reset", c.vals[0])
 }
 
 // reload reloads the config file; a failure is a bad argument (the file).
@@ -354,6 +389,9 @@ func table(cols []string, rows [][]string) *proxy.AdminResult {
 }
 
 func show(srv *proxy.Server, k, v string) (*proxy.AdminResult, error) {
+	if k == "digests" {
+		return showDigests(srv, v)
+	}
 	if v != "config" && !(k == "proxy" && v == "status") {
 		return nil, argErr("admin server: cannot show (%q, %q)", k, v)
 	}
@@ -386,8 +424,64 @@ func show(srv *proxy.Server, k, v string) (*proxy.AdminResult, error) {
 		}
 		return table([]string{"BlackListSQL"}, rows), nil
 	}
-	return nil, argErr("admin server: cannot show %q: want proxy, node, schema, allow_ip or black_sql", k)
+	return nil, argErr("admin server: cannot show %q: want proxy, node, schema, allow_ip, black_sql or digests", k)
 }
+
+// showDigests answers ('show', 'digests', v): v is a row count, an order,
+// or "order,count" (count 0 or "all": every digest).
+func showDigests(srv *proxy.Server, v string) (*proxy.AdminResult, error) {
+	order, limit := "total", defaultDigests
+	for _, f := range strings.Split(v, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		switch n, err := strconv.Atoi(f); {
+		case f == "all":
+			limit = 0
+		case err == nil && n >= 0:
+			limit = n
+		case err == nil:
+			return nil, argErr("show digests: the row count must not be negative, got %d", n)
+		default:
+			order = f
+		}
+	}
+	top, err := srv.Digests(limit, order)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([][]string, 0, len(top))
+	for _, d := range top {
+		row := []string{d.ID, d.Schema, d.Text, u64(d.Count), u64(d.Errors), u64(d.Rows), u64(d.Affected), u64(d.Bytes),
+			msStr(d.Total), msStr(d.Avg), msStr(d.Min), msStr(d.Max), msStr(d.P50), msStr(d.P99)}
+		for _, st := range d.Stages {
+			row = append(row, msStr(st))
+		}
+		rows = append(rows, append(row, d.FirstSeen.UTC().Format(time.RFC3339), d.LastSeen.UTC().Format(time.RFC3339)))
+	}
+	return table(digestCols, rows), nil
+}
+
+var digestCols = func() []string {
+	cols := []string{"Digest", "Schema", "Text", "Calls", "Errors", "RowsSent", "RowsAffected", "BytesSent",
+		"TotalMs", "AvgMs", "MinMs", "MaxMs", "P50Ms", "P99Ms"}
+	for i := range digest.NumStages {
+		cols = append(cols, stageCol(i))
+	}
+	return append(cols, "FirstSeen", "LastSeen")
+}()
+
+// stageCol is a stage's column: ParseMs, RouteMs, PoolWaitMs, ...
+func stageCol(st digest.Stage) string {
+	var b strings.Builder
+	for _, w := range strings.Split(st.String(), "_") {
+		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	}
+	return b.String() + "Ms"
+}
+
+func u64(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// msStr is d in milliseconds with microsecond precision.
+func msStr(d time.Duration) string { return strconv.FormatFloat(ms(d), 'f', 3, 64) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
@@ -418,6 +512,9 @@ var helpRows = [][]string{
 	{"admin server(opt,k,v) values('add'|'del','black_sql','select * from t where id = 1')", "edit the SQL blacklist (matched by shape)"},
 	{"admin server(opt,k,v) values('save','proxy','config')", "write run-time changes to ks.yaml (comments kept) and blacklist_sql_file"},
 	{"admin reload | admin server(opt,k,v) values('reload','proxy','config')", "reload ks.yaml (validated first; no session dropped)"},
+	{"SHOW DIGESTS [ORDER BY total|count|errors|avg|max|p99|rows] [LIMIT n] | admin server(opt,k,v) values('show','digests','total,20')",
+		"statement digests: calls, errors, rows, time (total, min, max, p50, p99) and its split by stage"},
+	{"admin reset digests | admin server(opt,k,v) values('reset','digests','all')", "clear the statement digests"},
 	{"admin node(opt,node,k,v) values('add'|'del','node1','slave','host:port[@weight]')", "add or remove a slave"},
 	{"admin node(opt,node,k,v) values('up'|'down','node1','master'|'slave','host:port')", "put a backend in or out of service"},
 }

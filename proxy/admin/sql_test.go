@@ -29,6 +29,13 @@ func TestParse(t *testing.T) {
 		{"SHOW  BACKENDS ;", true, "server", []string{"show", "node", "config"}, 0},
 		{"show shard rules", true, "server", []string{"show", "schema", "config"}, 0},
 		{"show proxy blacklist", true, "server", []string{"show", "black_sql", "config"}, 0},
+		{"show digests", true, "server", []string{"show", "digests", "total,20"}, 0},
+		{"SHOW DIGESTS ORDER BY count LIMIT 5;", true, "server", []string{"show", "digests", "count,5"}, 0},
+		{"show digests limit 0", true, "server", []string{"show", "digests", "total,0"}, 0},
+		{"admin reset digests", true, "server", []string{"reset", "digests", "all"}, 0},
+		{"show digests limit", true, "", nil, mysql.ER_PARSE_ERROR},
+		{"show digests order count", true, "", nil, mysql.ER_PARSE_ERROR},
+		{"admin reset everything", true, "", nil, mysql.ER_PARSE_ERROR},
 		// Not ours: the backend answers.
 		{"show tables", false, "", nil, 0},
 		{"show status like 'proxy'", false, "", nil, 0},

@@ -63,6 +63,8 @@ type Config struct {
 	LogMaxBackups        int      `yaml:"log_max_backups"`       // omitted = 5; 0 = keep all
 	LogMaxAgeDays        int      `yaml:"log_max_age_days"`      // omitted = 7; 0 = no age limit
 	LogCompress          *bool    `yaml:"log_compress"`          // default true
+	DigestSize           int      `yaml:"digest_size"`           // statement digests kept; omitted = 1000; 0 = off
+	DigestMetricsTop     int      `yaml:"digest_metrics_top"`    // digests on /metrics (top by total time); omitted = 20; 0 = none
 
 	src string // Source given to Parse, for Validate's messages
 	pos

@@ -27,6 +27,8 @@ const (
 	defaultAuthPlugin    = AuthNativePassword
 	defaultLogMaxSizeMB  = 100
 	defaultLogMaxBackups = 5
+	defaultDigestSize    = 1000
+	defaultDigestTop     = 20
 	defaultLogMaxAgeDays = 7
 	defaultMaxConnsLimit = 16
 	defaultStmtCache     = 64
@@ -107,6 +109,8 @@ func (c *Config) ApplyDefaults() {
 	omitted(&c.LogMaxBackups, "log_max_backups", defaultLogMaxBackups)
 	omitted(&c.LogMaxAgeDays, "log_max_age_days", defaultLogMaxAgeDays)
 	boolean(&c.LogCompress, true)
+	omitted(&c.DigestSize, "digest_size", defaultDigestSize)
+	omitted(&c.DigestMetricsTop, "digest_metrics_top", defaultDigestTop)
 	for i := range c.Nodes {
 		num(&c.Nodes[i].MaxConnsLimit, defaultMaxConnsLimit)
 	}
@@ -159,6 +163,7 @@ func (c *Config) validateTop(p *problems) {
 		{"read_buffer", c.ReadBuffer}, {"pool_min_idle", c.PoolMinIdle},
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
 		{"stmt_cache_size", c.StmtCacheSize}, {"max_merge_rows", c.MaxMergeRows}, {"max_replication_lag", c.MaxReplicationLag},
+		{"digest_size", c.DigestSize}, {"digest_metrics_top", c.DigestMetricsTop},
 	} {
 		if n.val < 0 {
 			p.add(at(n.key), n.key, "must not be negative, got %d", n.val)
