@@ -60,6 +60,12 @@ func newMetrics(s *Server) *Metrics {
 	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat, m.stmtsOpen,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_client_connections", Help: "Client connections open."},
 			func() float64 { return float64(s.conns.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_online", Help: "1 while the proxy accepts new connections, 0 after admin 'change proxy offline'."},
+			func() float64 { return boolFloat(!s.offline.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reloads_total", Help: "Configurations applied after start: reloads (SIGHUP, admin reload, REST, file change) and admin changes."},
+			func() float64 { return float64(s.reloads.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reload_errors_total", Help: "Reloads refused (invalid file or blacklist); the running configuration stayed."},
+			func() float64 { return float64(s.reloadErrors.Load()) }),
 		&poolCollector{s: s}, &planCacheCollector{s: s}, &digestCollector{s: s})
 	return m
 }
@@ -228,4 +234,11 @@ func (c *poolCollector) collectPool(ch chan<- prometheus.Metric, name string, p 
 		buckets[b] = ls.Cumulative[k]
 	}
 	ch <- prometheus.MustNewConstHistogram(descBackendTime, uint64(ls.Count), ls.Sum.Seconds(), buckets, l...)
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

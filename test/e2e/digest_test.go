@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,7 +189,12 @@ func TestDigests(t *testing.T) {
 	}
 
 	// /metrics carries the top digests and the stage counters.
+	bad := p.open(t, "ks:wrong", "", "")
+	if err := bad.Ping(); err == nil {
+		t.Fatal("a wrong password logged in") // and counts a rejected connection for the dashboard check
+	}
 	metrics := scrape(t, p)
+	checkDashboard(t, metrics)
 	sleepCalls := fmt.Sprintf(`keyshard_digest_calls_total{digest=%q,schema="digest_e2e",text="SELECT SLEEP(?)"} 3`, sleep["Digest"])
 	if !strings.Contains(metrics, sleepCalls) {
 		t.Errorf("/metrics lacks %s", sleepCalls)
@@ -318,4 +324,53 @@ func waitSlowLine(t *testing.T, path, s string) map[string]any {
 		return false
 	})
 	return line
+}
+
+// checkDashboard checks that every metric the Grafana dashboard queries is
+// one keyshard serves (after the traffic of TestDigests).
+func checkDashboard(t *testing.T, metrics string) {
+	t.Helper()
+	data, err := os.ReadFile("../../docs/grafana/keyshard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+		Templating struct {
+			List []struct{ Definition string }
+		}
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	served := map[string]bool{}
+	for _, line := range strings.Split(metrics, "\n") {
+		if line != "" && line[0] != '#' {
+			served[strings.FieldsFunc(line, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
+		}
+	}
+	name := regexp.MustCompile(`\b(?:keyshard|process|go)_[a-z0-9_]+\b`)
+	n := 0
+	check := func(where, expr string) {
+		for _, m := range name.FindAllString(expr, -1) {
+			n++
+			if !served[m] {
+				t.Errorf("dashboard %s queries %s, which /metrics does not serve", where, m)
+			}
+		}
+	}
+	for _, v := range dash.Templating.List {
+		check("variable", v.Definition)
+	}
+	for _, pn := range dash.Panels {
+		for _, tg := range pn.Targets {
+			check("panel "+strconv.Quote(pn.Title), tg.Expr)
+		}
+	}
+	if n < 30 {
+		t.Errorf("the dashboard queries only %d metrics", n)
+	}
 }
