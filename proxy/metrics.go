@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -106,7 +107,7 @@ func (c *digestCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	top, _ := c.s.digests.Top(n, "total")
 	for _, d := range top {
-		l := []string{d.ID, d.Schema, labelText(d.Text)}
+		l := []string{d.ID, labelText(d.Schema), labelText(d.Text)}
 		ch <- prometheus.MustNewConstMetric(descDigestCalls, prometheus.CounterValue, float64(d.Count), l...)
 		ch <- prometheus.MustNewConstMetric(descDigestErrors, prometheus.CounterValue, float64(d.Errors), l...)
 		ch <- prometheus.MustNewConstMetric(descDigestRows, prometheus.CounterValue, float64(d.Rows+d.Affected), l...)
@@ -118,8 +119,11 @@ func (c *digestCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// labelText is a digest's text cut for a label.
+// labelText is a digest's text (or schema) as a label value: valid UTF-8
+// (Prometheus refuses anything else; a shape may hold bytes of any
+// charset), cut to maxLabelText bytes.
 func labelText(t string) string {
+	t = strings.ToValidUTF8(t, "\uFFFD")
 	if len(t) <= maxLabelText {
 		return t
 	}

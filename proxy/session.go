@@ -72,6 +72,7 @@ type Session struct {
 	parser *router.Parser
 	rt     router.Routing // the current statement's routing (reused)
 	tr     trace          // the current statement's digest, stages, rows
+	dkey   []byte         // scratch for digest keys (router.DigestKey)
 	buf    []byte
 	xbuf   []byte // EXECUTE packets rebuilt for a backend
 

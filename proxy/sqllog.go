@@ -93,7 +93,7 @@ func (l *sqlLog) record(s *Session, sql string, sm *digest.Sample, err error) {
 		id = e.ID
 	} else {
 		k, _ := router.Normalize(sql)
-		id = digest.ID([]byte(s.db + "\x00" + k))
+		id = digest.ID(router.DigestKey(nil, []byte(s.db+"\x00"+k)))
 	}
 	fields := make([]zap.Field, 0, 20)
 	fields = append(fields,

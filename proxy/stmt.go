@@ -112,7 +112,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 	st := &prepared{sql: sql, db: s.db, kind: info.Kind, read: router.ReadOnly(info), sticky: stickyReason(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
-	st.dig.Key = string(digest.Key(s.getParser().Shape(sql, s.db)))
+	st.dig.Key = string(digest.Key(router.DigestKey(nil, s.getParser().Shape(sql, s.db))))
 	node, text, err := s.planStmt(st, info, true)
 	if err != nil {
 		return s.fail(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/router"
 )
 
 // trace follows the statement a session is running, for its digest, the
@@ -77,9 +78,15 @@ func (s *Session) digestOf(sql string, full bool) *digest.Entry {
 	if !full && len(sql) > 4*digest.MaxText {
 		sql = sql[:4*digest.MaxText]
 	}
-	e := d.Lookup(s.getParser().Shape(sql, s.db))
+	key := s.getParser().Shape(sql, s.db)
 	s.tr.shaped = full
-	return e
+	if dk := router.DigestKey(s.dkey[:0], key); len(dk) != len(key) || &dk[0] != &key[0] {
+		if cap(dk) <= 64<<10 {
+			s.dkey = dk
+		}
+		key = dk
+	}
+	return d.Lookup(key)
 }
 
 // stageTotals are the stage counters of every statement (the Prometheus

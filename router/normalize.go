@@ -1,8 +1,10 @@
 package router
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // LitKind is the lexical kind of a literal found by Normalize.
@@ -367,4 +369,38 @@ func LeadingComments(lead string) string {
 		i = j
 	}
 	return b.String()
+}
+
+// DigestKey returns the digest key of a plan cache key (see
+// Parser.Shape): the same, but with the string literals the shape keeps
+// for the grammar's sake (after a charset introducer, N, COLLATE,
+// IDENTIFIED BY, COMMENT ...) replaced by ?, so that statements differing
+// only in those values share a digest and no value (a password, binary
+// data) shows in digests. Most keys have no such literal and are returned
+// as they are; otherwise the result is appended to dst.
+func DigestKey(dst, key []byte) []byte {
+	nul := bytes.IndexByte(key, 0)
+	if nul < 0 || bytes.IndexAny(key[nul:], `'"`) < 0 {
+		return key
+	}
+	dst = append(dst, key[:nul+1]...)
+	s := unsafe.String(unsafe.SliceData(key), len(key))
+	for i := nul + 1; i < len(s); {
+		switch c := s[i]; c {
+		case '`':
+			j := skipQuoted(s, i, c)
+			dst = append(dst, s[i:j]...)
+			i = j
+		case '\'', '"':
+			if isIdent(dst[len(dst)-1]) {
+				dst = append(dst, ' ') // _binary'..' -> _binary ?
+			}
+			dst = append(dst, '?')
+			i = skipQuoted(s, i, c)
+		default:
+			dst = append(dst, c)
+			i++
+		}
+	}
+	return dst
 }
