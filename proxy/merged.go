@@ -49,6 +49,7 @@ func (s *Session) merged(rt *router.Routing, binary, read bool, send func(l *leg
 			var err error
 			if s.pinned != nil && s.pinned.Pool() == n.Master && !usedPinned {
 				bc, usedPinned = s.pinned, true
+				s.usedNode(bc.Node())
 			} else {
 				var p *backend.Pool
 				if p, err = s.readPool(n, read, nil); p == nil && err == nil {

@@ -97,8 +97,8 @@ func (c *digestCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *digestCollector) Collect(ch chan<- prometheus.Metric) {
-	for i := range c.s.stageNs {
-		ch <- prometheus.MustNewConstMetric(descStage, prometheus.CounterValue, time.Duration(c.s.stageNs[i].Load()).Seconds(), digest.Stage(i).String())
+	for i, ns := range c.s.stages() {
+		ch <- prometheus.MustNewConstMetric(descStage, prometheus.CounterValue, time.Duration(ns).Seconds(), digest.Stage(i).String())
 	}
 	ch <- prometheus.MustNewConstMetric(descDigests, prometheus.GaugeValue, float64(c.s.digests.Len()))
 	n := c.s.snap.Load().cfg.DigestMetricsTop

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/keyshard/keyshard/backend"
-	"github.com/keyshard/keyshard/proxy/digest"
 )
 
 // Read/write splitting: a read-only statement (router.ReadOnly) of a
@@ -41,6 +40,13 @@ func (s *Session) readPool(n *backend.Node, read bool, skip *backend.Pool) (*bac
 
 // readConn is a connection from pool p synced to the session.
 func (s *Session) readConn(p *backend.Pool) (*backend.Conn, error) {
+	s.waitStart()
+	bc, err := s.syncedConn(p)
+	s.waitDone(bc)
+	return bc, err
+}
+
+func (s *Session) syncedConn(p *backend.Pool) (*backend.Conn, error) {
 	bc, err := p.Get(s.srv.ctx)
 	if err != nil {
 		return nil, err
@@ -57,17 +63,6 @@ func (s *Session) readConn(p *backend.Pool) (*backend.Conn, error) {
 // that fails to give a connection is tried once more elsewhere (another
 // replica or the master), unless this is already a retry (skip set).
 func (s *Session) connFor(n *backend.Node, read bool, skip *backend.Pool) (*backend.Conn, *backend.Pool, error) {
-	s.mark(digest.Route)
-	bc, p, err := s.pickConn(n, read, skip)
-	s.mark(digest.Wait)
-	if err == nil {
-		s.usedNode(bc.Node())
-	}
-	return bc, p, err
-}
-
-// pickConn is connFor without the trace.
-func (s *Session) pickConn(n *backend.Node, read bool, skip *backend.Pool) (*backend.Conn, *backend.Pool, error) {
 	p, err := s.readPool(n, read, skip)
 	if err != nil {
 		return nil, nil, err
@@ -78,7 +73,7 @@ func (s *Session) pickConn(n *backend.Node, read bool, skip *backend.Pool) (*bac
 	}
 	bc, err := s.readConn(p)
 	if err != nil && skip == nil && retryRead(err) {
-		return s.pickConn(n, read, p)
+		return s.connFor(n, read, p)
 	}
 	return bc, p, err
 }

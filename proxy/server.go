@@ -34,9 +34,10 @@ type Server struct {
 	log   *zap.Logger
 	sql   *sqlLog
 
-	metrics *Metrics
-	digests *digest.Digests
-	stageNs stageTotals
+	metrics  *Metrics
+	digests  *digest.Digests
+	stageNs  stageTotals // of closed sessions; see stages
+	stagesMu sync.Mutex
 
 	reloadMu     sync.Mutex // one reload or admin change at a time
 	reloads      atomic.Int64
@@ -368,7 +369,7 @@ func (s *Server) handle(nc net.Conn) {
 	// The compressed protocol starts with the first command.
 	sess.pkt.Compress(sess.compression(), sess.zstdLevel)
 	s.sessions.Store(id, sess)
-	defer s.sessions.Delete(id)
+	defer s.endStages(sess)
 	sess.run()
 }
 

@@ -69,12 +69,13 @@ type Session struct {
 	rowCount     int64
 	foundRows    uint64
 
-	parser *router.Parser
-	rt     router.Routing // the current statement's routing (reused)
-	tr     trace          // the current statement's digest, stages, rows
-	dkey   []byte         // scratch for digest keys (router.DigestKey)
-	buf    []byte
-	xbuf   []byte // EXECUTE packets rebuilt for a backend
+	parser  *router.Parser
+	rt      router.Routing // the current statement's routing (reused)
+	tr      trace          // the current statement's digest, stages, rows
+	dkey    []byte         // scratch for digest keys (router.DigestKey)
+	stageNs stageTotals    // stage time of this session's statements
+	buf     []byte
+	xbuf    []byte // EXECUTE packets rebuilt for a backend
 
 	stmts map[uint32]*prepared // binary-protocol statements by client id
 	// textStmts are PREPAREd statements on sharded tables, by lower-case name.
@@ -361,6 +362,13 @@ func (s *Session) connOn(n *backend.Node) (*backend.Conn, error) { return s.node
 // nodeConn is connOn; with tx false it neither opens a deferred
 // transaction nor is refused by one on another node (see looseConn).
 func (s *Session) nodeConn(n *backend.Node, tx bool) (*backend.Conn, error) {
+	s.waitStart()
+	bc, err := s.nodeConn1(n, tx)
+	s.waitDone(bc)
+	return bc, err
+}
+
+func (s *Session) nodeConn1(n *backend.Node, tx bool) (*backend.Conn, error) {
 	if n == nil {
 		if s.pinned != nil {
 			return s.pinned, nil

@@ -10,7 +10,6 @@ import (
 
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
-	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -88,13 +87,7 @@ func (l *sqlLog) record(s *Session, sql string, sm *digest.Sample, err error) {
 	if !isSlow && !all {
 		return
 	}
-	var id uint64
-	if e := s.tr.entry; e != nil {
-		id = e.ID
-	} else {
-		k, _ := router.Normalize(sql)
-		id = digest.ID(router.DigestKey(nil, []byte(s.db+"\x00"+k)))
-	}
+	id := s.digestID(sql)
 	fields := make([]zap.Field, 0, 20)
 	fields = append(fields,
 		zap.Uint32("conn", s.id), zap.String("user", s.user), zap.String("client", s.remoteHost),

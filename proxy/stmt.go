@@ -112,7 +112,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 	st := &prepared{sql: sql, db: s.db, kind: info.Kind, read: router.ReadOnly(info), sticky: stickyReason(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
-	st.dig.Key = string(digest.Key(router.DigestKey(nil, s.getParser().Shape(sql, s.db))))
+	st.dig.Key = string(router.DigestKey(nil, s.db, sql, digest.MaxText))
 	node, text, err := s.planStmt(st, info, true)
 	if err != nil {
 		return s.fail(err)
@@ -378,7 +378,7 @@ func (s *Session) forgetStmts() {
 
 // stmtExecute runs COM_STMT_EXECUTE.
 func (s *Session) stmtExecute(st *prepared, p []byte) error {
-	s.tr.entry, s.tr.sql = s.srv.digests.Get(&st.dig), st.sql
+	s.tr.entry, s.tr.key, s.tr.sql = s.srv.digests.Get(&st.dig), st.dig.Key, st.sql
 	if s.splitting() && router.Writes(router.Info{Kind: st.kind}) {
 		defer s.markWrite()
 	}
@@ -905,6 +905,9 @@ func (s *Session) stmtFetch(st *prepared, p []byte) error {
 		return s.fail(newErr(errMalformedPacket, "COM_STMT_FETCH: short packet"))
 	}
 	binary.LittleEndian.PutUint32(p[1:], st.cursorSt.ID)
+	s.tr.entry, s.tr.key, s.tr.fetch, s.tr.sql = s.srv.digests.Get(&st.dig), st.dig.Key, true, st.sql
+	s.mark(digest.Route)
+	s.usedNode(bc.Node())
 	if err := s.send(bc, p); err != nil {
 		st.endCursor(s)
 		return s.backendFailed(bc, err)

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
 )
@@ -25,6 +26,8 @@ type trace struct {
 	written uint64 // client bytes written before the statement
 	nodes   []string
 	entry   *digest.Entry
+	key     string // the digest key (may alias Session.dkey)
+	fetch   bool   // a cursor fetch: adds to its statement's digest, not as a call
 	sql     string // a prepared statement's text ("" for COM_QUERY)
 }
 
@@ -36,7 +39,7 @@ func (t *trace) begin(start time.Time, written uint64) {
 	t.first, t.shaped = false, false
 	t.rows, t.changed, t.written = 0, 0, written
 	t.nodes = t.nodes[:0]
-	t.entry, t.sql = nil, ""
+	t.entry, t.key, t.fetch, t.sql = nil, "", false, ""
 }
 
 // mark ends stage st now.
@@ -55,6 +58,17 @@ func (s *Session) firstByte() {
 	}
 }
 
+// waitStart and waitDone bracket getting a backend connection ready: the
+// time before is Route, the time getting it Wait, and its node is noted.
+func (s *Session) waitStart() { s.mark(digest.Route) }
+
+func (s *Session) waitDone(bc *backend.Conn) {
+	s.mark(digest.Wait)
+	if bc != nil {
+		s.usedNode(bc.Node())
+	}
+}
+
 // usedNode notes a node the statement ran on.
 func (s *Session) usedNode(name string) {
 	for _, n := range s.tr.nodes {
@@ -66,32 +80,78 @@ func (s *Session) usedNode(name string) {
 }
 
 // digestOf returns the digest of a COM_QUERY (nil when digests are off).
-// In a sharded schema the shape is the router's plan cache key, computed
-// once here and reused by routed; elsewhere only the start of a long
-// statement is normalized, as only the first digest.MaxText bytes of its
-// shape are kept.
+// In a sharded schema (full set) the plan cache key is computed here and
+// reused by routed; it is the digest key too unless the shape kept a
+// literal. Otherwise the digest key is made on its own, and only as far as
+// its text is kept (digest.MaxText), however long the statement.
 func (s *Session) digestOf(sql string, full bool) *digest.Entry {
 	d := s.srv.digests
 	if !d.On() {
 		return nil
 	}
-	if !full && len(sql) > 4*digest.MaxText {
-		sql = sql[:4*digest.MaxText]
-	}
-	key := s.getParser().Shape(sql, s.db)
-	s.tr.shaped = full
-	if dk := router.DigestKey(s.dkey[:0], key); len(dk) != len(key) || &dk[0] != &key[0] {
-		if cap(dk) <= 64<<10 {
-			s.dkey = dk
+	var key []byte
+	if full {
+		key = s.getParser().Shape(sql, s.db)
+		s.tr.shaped = true
+		if router.IsDigestKey(key) {
+			key = append(s.dkey[:0], digest.Key(key)...)
+		} else {
+			key = nil
 		}
-		key = dk
 	}
+	if key == nil {
+		key = router.DigestKey(s.dkey[:0], s.db, sql, digest.MaxText)
+	}
+	s.dkey = key
+	s.tr.key = unsafe.String(unsafe.SliceData(key), len(key))
 	return d.Lookup(key)
 }
 
-// stageTotals are the stage counters of every statement (the Prometheus
-// keyshard_stage_seconds_total).
+// digestID is the digest of the statement the trace is for, for the logs:
+// its entry's, or computed (the entry is "other", or digests are off).
+func (s *Session) digestID(sql string) uint64 {
+	if e := s.tr.entry; e != nil && !e.IsOther() {
+		return e.ID
+	}
+	if s.tr.key != "" {
+		return digest.ID(s.tr.key)
+	}
+	return digest.ID(string(router.DigestKey(nil, s.db, sql, digest.MaxText)))
+}
+
+// stageTotals are stage counters (keyshard_stage_seconds_total): each
+// session adds to its own, and adds them to the server's when it ends.
 type stageTotals [digest.NumStages]atomic.Int64
+
+func (t *stageTotals) addTo(dst *[digest.NumStages]int64) {
+	for i := range t {
+		dst[i] += t[i].Load()
+	}
+}
+
+// endStages moves a closing session's stage counters to the server's.
+func (s *Server) endStages(sess *Session) {
+	s.stagesMu.Lock()
+	for i := range sess.stageNs {
+		s.stageNs[i].Add(sess.stageNs[i].Load())
+	}
+	s.sessions.Delete(sess.id) // the key handle stored it under
+	s.stagesMu.Unlock()
+}
+
+// stages returns the stage counters of all statements: the closed
+// sessions' and the open ones'. Under stagesMu, so that a session closing
+// meanwhile is counted once (the counters never go back).
+func (s *Server) stages() (out [digest.NumStages]int64) {
+	s.stagesMu.Lock()
+	defer s.stagesMu.Unlock()
+	s.stageNs.addTo(&out)
+	s.sessions.Range(func(_, v any) bool {
+		v.(*Session).stageNs.addTo(&out)
+		return true
+	})
+	return out
+}
 
 // endStmt completes the statement's trace: the time not yet marked goes to
 // the stage it was spent in, and the sample is recorded in its digest, the
@@ -114,8 +174,11 @@ func (s *Session) endStmt(cmd byte, p []byte, d time.Duration, err error) {
 	}
 	for i, v := range tr.stages {
 		if v > 0 {
-			s.srv.stageNs[i].Add(int64(v))
+			s.stageNs[i].Add(int64(v)) // the session's own: no contention
 		}
+	}
+	if tr.shaped {
+		s.parser.ForgetShape() // a big statement's key and literals go now
 	}
 	sql := tr.sql
 	if sql == "" && cmd == mysql.COM_QUERY {
@@ -126,7 +189,11 @@ func (s *Session) endStmt(cmd byte, p []byte, d time.Duration, err error) {
 	}
 	sm := digest.Sample{Start: tr.start, Total: d, Stages: tr.stages, Rows: tr.rows, Affected: tr.changed,
 		Bytes: s.pkt.Written - tr.written, Err: err != nil && err != errQuit}
-	if tr.entry != nil {
+	switch {
+	case tr.entry == nil:
+	case tr.fetch:
+		tr.entry.RecordFetch(&sm)
+	default:
 		tr.entry.Record(&sm)
 	}
 	if sql != "" {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
-	"unsafe"
+	"unicode/utf8"
 )
 
 // LitKind is the lexical kind of a literal found by Normalize.
@@ -76,9 +76,22 @@ func Normalize(sql string) (shape string, lits []Literal) {
 // appendShape is Normalize appending the shape to b and the literals to
 // lits: with scratch buffers kept by the caller, no allocation at all.
 func appendShape(b []byte, lits []Literal, sql string) ([]byte, []Literal) {
+	return shapeOf(b, lits, sql, false, 0)
+}
+
+// shapeOf is appendShape; with digest set it makes a digest text instead:
+// the literals the shape must keep for the grammar (after a charset
+// introducer, N, COLLATE, IDENTIFIED BY, COMMENT ...) become ? too and no
+// literal is collected, and with max > 0 it stops once the text is longer
+// than max bytes (its first max bytes are those of the whole text).
+func shapeOf(b []byte, lits []Literal, sql string, digest bool, max int) ([]byte, []Literal) {
 	base := len(b)
-	if cap(b)-base < len(sql) {
-		b = append(make([]byte, 0, base+len(sql)), b...)
+	want := len(sql)
+	if max > 0 {
+		want = min(want, max+64)
+	}
+	if cap(b)-base < want {
+		b = append(make([]byte, 0, base+want), b...)
 	}
 	n := len(sql)
 	space := false
@@ -90,13 +103,21 @@ func appendShape(b []byte, lits []Literal, sql string) ([]byte, []Literal) {
 		space = false
 		b = append(b, s...)
 	}
+	lit := func(l Literal) {
+		if !digest {
+			lits = append(lits, l)
+		}
+	}
 	params := 0
 	for i := 0; i < n; {
+		if max > 0 && len(b)-base > max {
+			break
+		}
 		c := sql[i]
 		switch {
 		case c == '?':
 			emit("?")
-			lits = append(lits, Literal{Kind: LitParam, Text: "?", Param: params})
+			lit(Literal{Kind: LitParam, Text: "?", Param: params})
 			params++
 			prevWord = ""
 			i++
@@ -125,12 +146,17 @@ func appendShape(b []byte, lits []Literal, sql string) ([]byte, []Literal) {
 			i = j
 		case c == '\'' || c == '"':
 			j := skipQuoted(sql, i, c)
-			lit := sql[i:j]
-			if keepLiteral(prevWord) {
-				emit(lit)
-			} else {
+			switch {
+			case !keepLiteral(prevWord):
 				emit("?")
-				lits = append(lits, Literal{Kind: LitString, Text: lit})
+				lit(Literal{Kind: LitString, Text: sql[i:j]})
+			case digest:
+				if !space && len(b) > base && isIdent(b[len(b)-1]) {
+					space = true // _binary'..' -> _binary ?
+				}
+				emit("?")
+			default:
+				emit(sql[i:j])
 			}
 			prevWord = ""
 			i = j
@@ -152,7 +178,7 @@ func appendShape(b []byte, lits []Literal, sql string) ([]byte, []Literal) {
 				continue
 			}
 			emit("?")
-			lits = append(lits, Literal{Kind: kind, Text: sql[i:j]})
+			lit(Literal{Kind: kind, Text: sql[i:j]})
 			prevWord = ""
 			i = j
 		case isIdent(c):
@@ -169,7 +195,7 @@ func appendShape(b []byte, lits []Literal, sql string) ([]byte, []Literal) {
 					kind = LitBit
 				}
 				emit("?")
-				lits = append(lits, Literal{Kind: kind, Text: sql[i:k]})
+				lit(Literal{Kind: kind, Text: sql[i:k]})
 				prevWord = ""
 				i = k
 				continue
@@ -371,36 +397,31 @@ func LeadingComments(lead string) string {
 	return b.String()
 }
 
-// DigestKey returns the digest key of a plan cache key (see
-// Parser.Shape): the same, but with the string literals the shape keeps
-// for the grammar's sake (after a charset introducer, N, COLLATE,
-// IDENTIFIED BY, COMMENT ...) replaced by ?, so that statements differing
-// only in those values share a digest and no value (a password, binary
-// data) shows in digests. Most keys have no such literal and are returned
-// as they are; otherwise the result is appended to dst.
-func DigestKey(dst, key []byte) []byte {
-	nul := bytes.IndexByte(key, 0)
-	if nul < 0 || bytes.IndexAny(key[nul:], `'"`) < 0 {
-		return key
-	}
-	dst = append(dst, key[:nul+1]...)
-	s := unsafe.String(unsafe.SliceData(key), len(key))
-	for i := nul + 1; i < len(s); {
-		switch c := s[i]; c {
-		case '`':
-			j := skipQuoted(s, i, c)
-			dst = append(dst, s[i:j]...)
-			i = j
-		case '\'', '"':
-			if isIdent(dst[len(dst)-1]) {
-				dst = append(dst, ' ') // _binary'..' -> _binary ?
-			}
-			dst = append(dst, '?')
-			i = skipQuoted(s, i, c)
-		default:
-			dst = append(dst, c)
-			i++
+// DigestKey appends to dst a statement's digest key: db, a NUL and the
+// statement's digest text, which is its shape (see Normalize) with the
+// literals the shape keeps for the grammar's sake (after a charset
+// introducer, N, COLLATE, IDENTIFIED BY, COMMENT ...) replaced by ? as
+// well, so that statements differing only in those values share a digest
+// and no value (a password, binary data) shows in digests. Only the first
+// max bytes of the text are made (0: all) and kept.
+func DigestKey(dst []byte, db, sql string, max int) []byte {
+	dst = append(append(dst, db...), 0)
+	start := len(dst)
+	dst, _ = shapeOf(dst, nil, sql, true, max)
+	if max > 0 && len(dst)-start > max {
+		end := start + max
+		for end > start && !utf8.RuneStart(dst[end]) {
+			end--
 		}
+		dst = dst[:end]
 	}
 	return dst
+}
+
+// IsDigestKey reports whether a plan cache key (Parser.Shape) is also the
+// statement's digest key, uncut: no literal was kept in the shape (the
+// shape has no quote), so the digest text is the same.
+func IsDigestKey(key []byte) bool {
+	nul := bytes.IndexByte(key, 0)
+	return nul >= 0 && bytes.IndexAny(key[nul:], `'"`) < 0
 }

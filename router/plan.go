@@ -85,11 +85,20 @@ func (p *Parser) Shape(sql, db string) []byte {
 		kb, lits = nil, nil
 	}
 	kb, lits = appendShape(append(append(kb, db...), 0), lits, sql)
-	if len(sql) <= 64<<10 {
+	p.big = len(sql) > 64<<10
+	if !p.big {
 		p.key, p.lits = kb, lits
 	}
 	p.shaped, p.shapedLits = kb, lits
 	return kb
+}
+
+// ForgetShape drops the last Shape's key and literals if they were made
+// for a big statement (the scratch space of small ones is kept for reuse).
+func (p *Parser) ForgetShape() {
+	if p.big {
+		p.shaped, p.shapedLits, p.big = nil, nil, false
+	}
 }
 
 // PlanShaped is Plan for the statement p.Shape was called with last (the
@@ -100,9 +109,7 @@ func (s *Schema) PlanShaped(p *Parser, sql, db string, kind Kind) (*Plan, []Lite
 		return pl, nil, err
 	}
 	kb, lits := p.shaped, p.shapedLits
-	if len(sql) > 64<<10 {
-		p.shaped, p.shapedLits = nil, nil // not kept past this statement
-	}
+	p.ForgetShape() // a big statement's are not kept past it
 	if pl := s.cache.get(kb); pl != nil {
 		return pl, lits, nil
 	}

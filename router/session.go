@@ -25,6 +25,7 @@ type Parser struct {
 	// big statement).
 	shaped     []byte
 	shapedLits []Literal
+	big        bool // shaped is a big statement's, not the scratch space
 }
 
 // NewParser returns a parser. The TiDB parser in it is made on first use,

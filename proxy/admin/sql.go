@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -161,14 +162,16 @@ const defaultDigests = 20
 // into ('show', 'digests', 'col,n').
 func parseShowDigests(words []string) (command, bool, error) {
 	order, limit := "total", strconv.Itoa(defaultDigests)
-	if len(words) >= 3 && words[0] == "order" && words[1] == "by" {
+	if len(words) >= 3 && words[0] == "order" && words[1] == "by" && slices.Contains(digest.Orders, words[2]) {
 		order, words = words[2], words[3:]
 	}
 	if len(words) == 2 && words[0] == "limit" {
-		limit, words = words[1], nil
+		if n, err := strconv.Atoi(words[1]); err == nil && n >= 0 {
+			limit, words = words[1], nil
+		}
 	}
 	if len(words) != 0 {
-		return command{}, true, syntaxErr("want SHOW DIGESTS [ORDER BY %s] [LIMIT n]", strings.Join(digest.Orders, "|"))
+		return command{}, true, syntaxErr("want SHOW DIGESTS [ORDER BY %s] [LIMIT n], n >= 0", strings.Join(digest.Orders, "|"))
 	}
 	return command{region: "server", vals: []string{"show", "digests", order + "," + limit}}, true, nil
 }
@@ -427,22 +430,26 @@ func show(srv *proxy.Server, k, v string) (*proxy.AdminResult, error) {
 	return nil, argErr("admin server: cannot show %q: want proxy, node, schema, allow_ip, black_sql or digests", k)
 }
 
-// showDigests answers ('show', 'digests', v): v is a row count, an order,
-// or "order,count" (count 0 or "all": every digest).
+// showDigests answers ('show', 'digests', v): v is "order,count", or just
+// a count or an order (count 0 or "all": every digest).
 func showDigests(srv *proxy.Server, v string) (*proxy.AdminResult, error) {
-	order, limit := "total", defaultDigests
-	for _, f := range strings.Split(v, ",") {
-		f = strings.ToLower(strings.TrimSpace(f))
-		switch n, err := strconv.Atoi(f); {
-		case f == "all":
-			limit = 0
-		case err == nil && n >= 0:
-			limit = n
-		case err == nil:
-			return nil, argErr("show digests: the row count must not be negative, got %d", n)
-		default:
-			order = f
-		}
+	order, count := "total", strconv.Itoa(defaultDigests)
+	switch f := strings.Split(strings.ToLower(strings.ReplaceAll(v, " ", "")), ","); {
+	case len(f) == 2:
+		order, count = f[0], f[1]
+	case len(f) == 1 && (f[0] == "all" || f[0] != "" && strings.Trim(f[0], "-0123456789") == ""):
+		count = f[0]
+	case len(f) == 1 && f[0] != "":
+		order = f[0]
+	default:
+		return nil, argErr("show digests: want 'order,count', a count or an order, not %q", v)
+	}
+	if count == "all" {
+		count = "0"
+	}
+	limit, err := strconv.Atoi(count)
+	if err != nil || limit < 0 {
+		return nil, argErr("show digests: the row count must be a number >= 0 (0 or all: every digest), not %q", count)
 	}
 	top, err := srv.Digests(limit, order)
 	if err != nil {

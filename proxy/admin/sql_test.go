@@ -35,6 +35,9 @@ func TestParse(t *testing.T) {
 		{"admin reset digests", true, "server", []string{"reset", "digests", "all"}, 0},
 		{"show digests limit", true, "", nil, mysql.ER_PARSE_ERROR},
 		{"show digests order count", true, "", nil, mysql.ER_PARSE_ERROR},
+		{"show digests order by 5", true, "", nil, mysql.ER_PARSE_ERROR},
+		{"show digests limit count", true, "", nil, mysql.ER_PARSE_ERROR},
+		{"show digests limit -1", true, "", nil, mysql.ER_PARSE_ERROR},
 		{"admin reset everything", true, "", nil, mysql.ER_PARSE_ERROR},
 		// Not ours: the backend answers.
 		{"show tables", false, "", nil, 0},

@@ -10,6 +10,7 @@
 package digest
 
 import (
+	"bytes"
 	"hash/fnv"
 	"math/bits"
 	"sort"
@@ -85,9 +86,10 @@ type Sample struct {
 
 // Entry is one digest's counters.
 type Entry struct {
-	ID   uint64 // FNV-1a of the key: stable across restarts
-	DB   string // current database when the statement ran
-	Text string // the shape
+	ID    uint64 // FNV-1a of the key: stable across restarts
+	DB    string // current database when the statement ran
+	Text  string // the shape
+	other bool
 
 	count, errors         atomic.Uint64
 	rows, affected, bytes atomic.Uint64
@@ -97,13 +99,35 @@ type Entry struct {
 	hist                  [Buckets]atomic.Uint64
 }
 
-// Record adds a sample.
+// Record adds a sample: one execution of the statement.
 func (e *Entry) Record(s *Sample) {
 	ns := int64(s.Total)
 	e.count.Add(1)
 	if s.Err {
 		e.errors.Add(1)
 	}
+	e.add(s)
+	for cur := e.minNs.Load(); (cur == 0 || ns < cur) && !e.minNs.CompareAndSwap(cur, max(ns, 1)); cur = e.minNs.Load() {
+	}
+	for cur := e.maxNs.Load(); ns > cur && !e.maxNs.CompareAndSwap(cur, ns); cur = e.maxNs.Load() {
+	}
+	e.hist[bucket(ns)].Add(1)
+	if e.first.Load() == 0 {
+		e.first.CompareAndSwap(0, s.Start.UnixNano())
+	}
+}
+
+// RecordFetch adds a cursor fetch of an execution already recorded: its
+// rows, bytes and time count (total and stages), not as another call, and
+// not in min, max or the histogram, which are per execution.
+func (e *Entry) RecordFetch(s *Sample) {
+	if s.Err {
+		e.errors.Add(1)
+	}
+	e.add(s)
+}
+
+func (e *Entry) add(s *Sample) {
 	if s.Rows != 0 {
 		e.rows.Add(s.Rows)
 	}
@@ -111,22 +135,18 @@ func (e *Entry) Record(s *Sample) {
 		e.affected.Add(s.Affected)
 	}
 	e.bytes.Add(s.Bytes)
-	e.total.Add(ns)
-	for cur := e.minNs.Load(); (cur == 0 || ns < cur) && !e.minNs.CompareAndSwap(cur, max(ns, 1)); cur = e.minNs.Load() {
-	}
-	for cur := e.maxNs.Load(); ns > cur && !e.maxNs.CompareAndSwap(cur, ns); cur = e.maxNs.Load() {
-	}
+	e.total.Add(int64(s.Total))
 	for i, d := range s.Stages {
 		if d != 0 {
 			e.stages[i].Add(int64(d))
 		}
 	}
-	e.hist[bucket(ns)].Add(1)
-	if e.first.Load() == 0 {
-		e.first.CompareAndSwap(0, s.Start.UnixNano())
-	}
 	e.last.Store(s.Start.Add(s.Total).UnixNano())
 }
+
+// IsOther reports whether e is the entry that counts the statements of
+// shapes that found the table full.
+func (e *Entry) IsOther() bool { return e.other }
 
 // Stats is a copy of an entry's counters.
 type Stats struct {
@@ -207,14 +227,11 @@ func FormatID(id uint64) string {
 	return s
 }
 
-// Key cuts a shape key (database, NUL, shape) to the digest's bounds. The
-// result may alias key.
+// Key cuts a digest key (database, NUL, digest text) to MaxText bytes of
+// text, at a character boundary. The result may alias key.
 func Key(key []byte) []byte {
-	db := 0
-	for db < len(key) && key[db] != 0 {
-		db++
-	}
-	if len(key)-db-1 <= MaxText {
+	db := bytes.IndexByte(key, 0)
+	if db < 0 || len(key)-db-1 <= MaxText {
 		return key
 	}
 	end := db + 1 + MaxText
@@ -224,10 +241,10 @@ func Key(key []byte) []byte {
 	return key[:end]
 }
 
-// ID is the digest ID of a key (see Key).
-func ID(key []byte) uint64 {
+// ID is the digest ID of a key cut by Key.
+func ID(key string) uint64 {
 	h := fnv.New64a()
-	_, _ = h.Write(Key(key))
+	_, _ = h.Write(unsafe.Slice(unsafe.StringData(key), len(key)))
 	return h.Sum64()
 }
 
@@ -236,23 +253,21 @@ type table struct {
 	m     sync.Map // string key -> *Entry
 	n     atomic.Int64
 	other *Entry
+	gen   uint64
 	since time.Time
-}
-
-func newTable() *table {
-	return &table{other: &Entry{Text: OtherText}, since: time.Now()}
 }
 
 // Digests is the digest table of a proxy.
 type Digests struct {
 	cur  atomic.Pointer[table]
+	gens atomic.Uint64
 	size atomic.Int64 // 0: off
 }
 
 // New returns a table holding at most size digests (0: off).
 func New(size int) *Digests {
 	d := &Digests{}
-	d.cur.Store(newTable())
+	d.Reset()
 	d.SetSize(size)
 	return d
 }
@@ -264,8 +279,8 @@ func (d *Digests) SetSize(size int) { d.size.Store(int64(max(size, 0))) }
 // On reports whether digests are kept.
 func (d *Digests) On() bool { return d.size.Load() > 0 }
 
-// Lookup returns the entry for a shape key (database, NUL, shape; see
-// Key), adding it if new; nil when digests are off. key is not kept.
+// Lookup returns the entry for a digest key (cut by Key here), adding it
+// if new; nil when digests are off. key is not kept.
 func (d *Digests) Lookup(key []byte) *Entry {
 	size := d.size.Load()
 	if size == 0 {
@@ -280,38 +295,32 @@ func (t *table) lookup(key string, size int64) *Entry {
 	if e, ok := t.m.Load(key); ok {
 		return e.(*Entry)
 	}
-	if t.n.Load() >= size {
+	if t.n.Add(1) > size {
+		t.n.Add(-1)
 		return t.other
 	}
-	e := newEntry(key)
-	if old, loaded := t.m.LoadOrStore(e.key(), e); loaded {
+	k := strings.Clone(key) // the map key; DB and Text are parts of it
+	e := newEntry(k)
+	if old, loaded := t.m.LoadOrStore(k, e); loaded {
+		t.n.Add(-1)
 		return old.(*Entry)
 	}
-	t.n.Add(1)
 	return e
 }
 
 func newEntry(key string) *Entry {
-	s := strings.Clone(key)
-	db := strings.IndexByte(s, 0)
+	db := strings.IndexByte(key, 0)
 	if db < 0 {
-		db = len(s)
+		return &Entry{ID: ID(key), Text: key}
 	}
-	e := &Entry{ID: ID([]byte(s)), DB: s[:db]}
-	if db < len(s) {
-		e.Text = s[db+1:]
-	}
-	return e
+	return &Entry{ID: ID(key), DB: key[:db], Text: key[db+1:]}
 }
 
-// key rebuilds the map key from the entry (one allocation per new shape).
-func (e *Entry) key() string { return e.DB + "\x00" + e.Text }
-
 // Ref caches a statement's entry (a prepared statement's: looked up once,
-// not at every execution). Key is a shape key already cut by Key.
+// not at every execution). Key is a digest key already cut by Key.
 type Ref struct {
 	Key string
-	t   *table
+	gen uint64
 	e   *Entry
 }
 
@@ -322,14 +331,20 @@ func (d *Digests) Get(r *Ref) *Entry {
 		return nil
 	}
 	t := d.cur.Load()
-	if r.t != t {
-		r.t, r.e = t, t.lookup(r.Key, size)
+	if r.e != nil && r.gen == t.gen {
+		return r.e
 	}
-	return r.e
+	e := t.lookup(r.Key, size)
+	if e != t.other { // "other" is not kept: a reset or a bigger digest_size may make room
+		r.gen, r.e = t.gen, e
+	}
+	return e
 }
 
 // Reset drops every digest.
-func (d *Digests) Reset() { d.cur.Store(newTable()) }
+func (d *Digests) Reset() {
+	d.cur.Store(&table{other: &Entry{Text: OtherText, other: true}, gen: d.gens.Add(1), since: time.Now()})
+}
 
 // Since is when the current table was started (start or last Reset).
 func (d *Digests) Since() time.Time { return d.cur.Load().since }

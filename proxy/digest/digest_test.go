@@ -1,6 +1,7 @@
 package digest
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -129,8 +130,8 @@ func TestKeyCut(t *testing.T) {
 	if string(Key(short)) != string(short) {
 		t.Fatal("short key changed")
 	}
-	if ID([]byte(long)) != ID(k) || ID(short) == ID(k) {
-		t.Fatal("ID should be of the cut key")
+	if ID(string(k)) == ID(string(short)) || len(Key([]byte(long))) != len(k) {
+		t.Fatal("IDs of different keys are equal, or Key is not stable")
 	}
 }
 
@@ -191,4 +192,56 @@ func BenchmarkLookupRecord(b *testing.B) {
 			d.Lookup(key).Record(s)
 		}
 	})
+}
+
+func TestRecordFetch(t *testing.T) {
+	e := New(4).Lookup([]byte("db\x00select * from t"))
+	e.Record(&Sample{Start: time.Now(), Total: time.Millisecond, Rows: 0, Bytes: 10})
+	e.RecordFetch(&Sample{Start: time.Now(), Total: 3 * time.Millisecond, Rows: 5, Bytes: 100,
+		Stages: [NumStages]time.Duration{Relay: 3 * time.Millisecond}})
+	st := e.Stats()
+	if st.Count != 1 || st.Rows != 5 || st.Bytes != 110 || st.Total != 4*time.Millisecond || st.Max != time.Millisecond ||
+		st.Stages[Relay] != 3*time.Millisecond {
+		t.Fatalf("after a fetch: %+v", st)
+	}
+}
+
+// TestRefOther: a statement that found the table full is not stuck in
+// "other" once there is room.
+func TestRefOther(t *testing.T) {
+	d := New(1)
+	d.Lookup([]byte("\x00a"))
+	r := &Ref{Key: "\x00b"}
+	if e := d.Get(r); !e.IsOther() {
+		t.Fatal("want other with the table full")
+	}
+	d.SetSize(2)
+	if e := d.Get(r); e.IsOther() || e.Text != "b" {
+		t.Fatalf("after raising the size: %q", e.Text)
+	}
+}
+
+// TestBoundUnderConcurrency: many sessions adding new shapes at once do not
+// push the table past its size.
+func TestBoundUnderConcurrency(t *testing.T) {
+	d := New(10)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				d.Lookup([]byte("\x00q" + strconv.Itoa(g*1000+i))).Record(sample(time.Microsecond))
+			}
+		}()
+	}
+	wg.Wait()
+	var n uint64
+	all := d.All()
+	for _, st := range all {
+		n += st.Count
+	}
+	if d.Len() != 10 || len(all) != 11 || n != 1600 {
+		t.Fatalf("%d digests (%d rows), %d statements; want 10 + other, 1600", d.Len(), len(all), n)
+	}
 }

@@ -99,6 +99,12 @@ func TestDigests(t *testing.T) {
 	}
 	mustExec(t, db, "SELECT id, name FROM dg_user") // 4 sub-tables on 2 nodes
 	mustExec(t, db, "SELECT id, SLEEP(0.15) FROM dg_user WHERE id = 3")
+	// Merged over two nodes (sub-tables 1 and 2), each sleeping 0.11 s
+	// in parallel.
+	mustExec(t, db, "SELECT id, SLEEP(0.11) FROM dg_user WHERE id IN (1, 2) ORDER BY id DESC")
+	// Bytes that are not UTF-8 stay in a shape after _binary: the digest
+	// text has ? there, and /metrics still serves.
+	mustExec(t, db, "SELECT _binary'\xc6\xc1P\xa9' AS b")
 	st, err := db.Prepare("SELECT id FROM dg_plain WHERE id > ?")
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +139,8 @@ func TestDigests(t *testing.T) {
 		{"SELECT id, name FROM dg_user", 1, 0, 6, 0},
 		{"SELECT id, SLEEP(?) FROM dg_user WHERE id = ?", 1, 0, 1, 0},
 		{"SELECT id FROM dg_plain WHERE id > ?", 9, 0, 27, 0},
+		{"SELECT id, SLEEP(?) FROM dg_user WHERE id IN (?, ?) ORDER BY id DESC", 1, 0, 2, 0},
+		{"SELECT _binary ? AS b", 1, 0, 1, 0},
 	}
 	for _, w := range want {
 		r, ok := got[w.text]
@@ -162,7 +170,9 @@ func TestDigests(t *testing.T) {
 	if p50 := sleep.num(t, "P50Ms"); p50 < 50 || p50 > 1000 {
 		t.Errorf("SELECT SLEEP(0.05): p50 %v ms", p50)
 	}
-	if w := got["SELECT id FROM dg_plain WHERE id > ?"]; w.num(t, "BytesSent") < 9*3*4 {
+	// Per execution: column count, definition, 3 rows and the end: about
+	// 80 bytes.
+	if w := got["SELECT id FROM dg_plain WHERE id > ?"]; w.num(t, "BytesSent") < 9*60 || w.num(t, "BytesSent") > 9*200 {
 		t.Errorf("prepared select: %s bytes sent", w["BytesSent"])
 	}
 
@@ -211,6 +221,10 @@ func TestDigests(t *testing.T) {
 		fmt.Sprint(slow["nodes"]) != "[node2]" || slow["rows"] != 1.0 || slow["bytes"].(float64) < 10 {
 		t.Errorf("slow log line: %v (want digest %s, node2)", slow, slowDigest)
 	}
+	merged := waitSlowLine(t, filepath.Join(logs, "slow.log"), "SLEEP(0.11)")
+	if fmt.Sprint(merged["nodes"]) != "[node1 node2]" || merged["rows"] != 2.0 || merged["backend_ms"].(float64) < 100 {
+		t.Errorf("slow log line of the merged select: %v", merged)
+	}
 	var sum float64
 	for _, k := range []string{"parse_ms", "route_ms", "pool_wait_ms", "backend_ms", "relay_ms"} {
 		v, ok := slow[k].(float64)
@@ -237,6 +251,53 @@ func TestDigests(t *testing.T) {
 	}
 	if got := showDigests(t, root); len(got) != 0 {
 		t.Errorf("after REST reset: %v", keys(got))
+	}
+
+	// Bounded: with digest_size 2 (a reload), a third shape counts in the
+	// "other" row; the slow log still names its own digest.
+	appendFile(t, p.File, "digest_size: 2\n")
+	mustExec(t, root, "admin reload")
+	mustExec(t, db, "SELECT 1")
+	mustExec(t, db, "SELECT 1, 2")
+	mustExec(t, db, "SELECT 1, 2, 3")
+	mustExec(t, db, "SELECT 1, 2, 3, 4, SLEEP(0.11)")
+	got = showDigests(t, root)
+	if other := got[otherText]; len(got) != 3 || other["Calls"] != "2" || got["SELECT ?"]["Calls"] != "1" {
+		t.Errorf("digest_size 2: %v", got)
+	}
+	if line := waitSlowLine(t, filepath.Join(logs, "slow.log"), "4, SLEEP(0.11)"); line["digest"] == "0000000000000000" || line["digest"] == "" {
+		t.Errorf("slow line of a statement in other: digest %v", line["digest"])
+	}
+	// digest_size 0: off.
+	writeFile(t, p.File, strings.Replace(readFile(t, p.File), "digest_size: 2", "digest_size: 0", 1))
+	mustExec(t, root, "admin reload")
+	mustExec(t, root, "admin reset digests")
+	mustExec(t, db, "SELECT 1")
+	if got := showDigests(t, root); len(got) != 0 {
+		t.Errorf("digest_size 0: %v", keys(got))
+	}
+}
+
+const otherText = "(other: the digest table is full; raise digest_size)"
+
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	writeFile(t, path, readFile(t, path)+s)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

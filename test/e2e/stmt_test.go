@@ -1085,6 +1085,24 @@ func TestStmtCursor(t *testing.T) {
 			}
 		})
 	}
+	// The statement's digest: per cursorRun 4 executions (3 with a cursor)
+	// and 34 rows, most of them sent by fetches, which add to it.
+	all, err := p.Srv.Digests(0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, d := range all {
+		if d.Text == "SELECT id FROM cur_t ORDER BY id" {
+			found = true
+			if d.Count != 8 || d.Rows != 68 || d.Errors != 0 {
+				t.Errorf("cursor statement digest: %d calls, %d rows, %d errors; want 8, 68, 0", d.Count, d.Rows, d.Errors)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no digest for the cursor statement in %+v", all)
+	}
 }
 
 // diffLines shows two transcripts side by side from their first difference.
