@@ -423,5 +423,5 @@ func DigestKey(dst []byte, db, sql string, max int) []byte {
 // shape has no quote), so the digest text is the same.
 func IsDigestKey(key []byte) bool {
 	nul := bytes.IndexByte(key, 0)
-	return nul >= 0 && bytes.IndexAny(key[nul:], `'"`) < 0
+	return nul >= 0 && !bytes.ContainsAny(key[nul:], `'"`)
 }
