@@ -8,7 +8,8 @@
 #
 # Every option can also be given as an environment variable (WORKLOADS,
 # THREADS, TIME, ROUNDS, SKIP_BIG=1, SKIP_SHARD=1, SHARD_THREADS, SKIP_PS=1, SKIP_MERGE=1,
-# PS_WORKLOADS, PS_THREADS, KS_BIN, OUT, REF,
+# PS_WORKLOADS, PS_THREADS, KS_BIN, OUT, REF, KS_EXTRA (ks.yaml lines to add,
+# e.g. KS_EXTRA='digest_size: 0'),
 # DOWN=1, SELF_TEST=1);
 # flags win over the environment.
 set -euo pipefail
@@ -249,6 +250,7 @@ schema_list:
         locations: [4, 4]
 EOF
 	[[ -n $WEB_ADDR ]] || sed -i '/^web_addr:/d' "$WORK/bench.yaml"
+	[[ -z ${KS_EXTRA:-} ]] || printf '%s\n' "$KS_EXTRA" >>"$WORK/bench.yaml"
 	"$KS_BIN" -config "$WORK/bench.yaml" >"$WORK/keyshard.log" 2>&1 &
 	KS_PID=$!
 	deadline=$((SECONDS + 30))
