@@ -176,6 +176,13 @@ func TestDigests(t *testing.T) {
 		t.Errorf("prepared select: %s bytes sent", w["BytesSent"])
 	}
 
+	// kingshard's form: ('show','digests','order,count').
+	if rows := queryRows(t, root, "admin server(opt,k,v) values('show','digests','errors,1')"); len(rows) != 1 || rows[0][2] != "SELECT * FROM dg_missing WHERE id = ?" {
+		t.Errorf("admin show digests errors,1: %v", rows)
+	}
+	_, err = root.Exec("admin server(opt,k,v) values('show','digests','bogus,1')")
+	wantCode(t, "unknown order", err, 1210, "unknown digest order")
+
 	// REST shows the same digests.
 	var body struct {
 		Digests []struct {
@@ -237,7 +244,12 @@ func TestDigests(t *testing.T) {
 		t.Errorf("slow log: ms %v, stages sum %v, backend %v", ms, sum, slow["backend_ms"])
 	}
 
-	// Reset, by SQL and by REST.
+	// Reset, by SQL (both forms) and by REST.
+	mustExec(t, root, "admin server(opt,k,v) values('reset','digests','all')")
+	if got := showDigests(t, root); len(got) != 0 {
+		t.Errorf("after reset: %v", keys(got))
+	}
+	mustExec(t, db, "SELECT 1")
 	mustExec(t, root, "admin reset digests")
 	if got := showDigests(t, root); len(got) != 0 {
 		t.Errorf("after reset: %v", keys(got))
