@@ -214,6 +214,14 @@ func (s *Session) relayRows(bc *backend.Conn, p []byte, rows uint64, fieldList b
 		rp := p
 		p = nil
 		if rp == nil {
+			if !cont {
+				// The rows already received, copied in one go.
+				n, err := bp.RelayRows(s.pkt)
+				if err != nil {
+					return false, &clientError{err}
+				}
+				rows += n
+			}
 			rp, err = bp.ReadRaw()
 			if err != nil {
 				return false, lostConn(bc, err)

@@ -160,6 +160,43 @@ func (c *Conn) readRaw() ([]byte, error) {
 	return p, nil
 }
 
+// RelayRows copies to dst, in one write, the result set rows that c has
+// already received (no read is made): each packet gets dst's next
+// sequence id, and nothing else is looked at. It stops before the first
+// packet that is not a whole row: a terminator (EOF/OK) or an error, a
+// packet of MaxPayload bytes or more (split rows take the packet-by-packet
+// path), or one not fully received. rows is how many it copied (0 with
+// the compressed protocol on either side); an error is dst's.
+func (c *Conn) RelayRows(dst *Conn) (rows uint64, err error) {
+	n := c.br.Buffered()
+	if n < 5 || c.comp != nil || dst.comp != nil {
+		return 0, nil
+	}
+	buf, _ := c.br.Peek(n) // buffered bytes: cannot fail
+	off := 0
+	for off+4 < n {
+		l := int(buf[off]) | int(buf[off+1])<<8 | int(buf[off+2])<<16
+		if l == 0 || l >= MaxPayload || off+4+l > n || buf[off+3] != c.Seq {
+			break
+		}
+		if h := buf[off+4]; h == ErrHeader || h == EOFHeader {
+			break // a row never starts so below MaxPayload (0xfe: an 8-byte length)
+		}
+		buf[off+3] = dst.Seq
+		c.Seq++
+		dst.Seq++
+		off += 4 + l
+		rows++
+	}
+	if off == 0 {
+		return 0, nil
+	}
+	dst.Written += uint64(off)
+	_, err = dst.bw.Write(buf[:off])
+	_, _ = c.br.Discard(off)
+	return rows, err
+}
+
 // ReadPacket reads one logical packet, joining physical packets of
 // MaxPayload bytes. The slice is valid until the next read.
 func (c *Conn) ReadPacket() ([]byte, error) {

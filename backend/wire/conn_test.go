@@ -124,3 +124,51 @@ func FuzzReadPacket(f *testing.F) {
 		}
 	})
 }
+
+// TestRelayRows: buffered rows are copied with the destination's sequence
+// ids, stopping before the terminator; what is not buffered is left.
+func TestRelayRows(t *testing.T) {
+	var in []byte
+	for i := range 5 {
+		in = append(in, frame(byte(3+i), []byte{2, 'r', byte('0' + i)})...)
+	}
+	in = append(in, frame(8, []byte{EOFHeader, 0, 0, 2, 0, 0, 0})...)
+	src, _ := newTestConn(in)
+	src.Seq = 3
+	if _, err := src.br.Peek(len(in)); err != nil { // fill the buffer
+		t.Fatal(err)
+	}
+	dst, out := newTestConn(nil)
+	dst.Seq = 10
+	rows, err := src.RelayRows(dst)
+	if err != nil || rows != 5 {
+		t.Fatalf("rows %d err %v", rows, err)
+	}
+	if err := dst.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for i := range 5 {
+		want = append(want, frame(byte(10+i), []byte{2, 'r', byte('0' + i)})...)
+	}
+	if !bytes.Equal(out.w.Bytes(), want) || dst.Written != uint64(len(want)) {
+		t.Fatalf("copied %x, want %x", out.w.Bytes(), want)
+	}
+	// The terminator is left for ReadRaw, with the sequence ids in step.
+	if src.Seq != 8 || dst.Seq != 15 {
+		t.Fatalf("seq src %d dst %d", src.Seq, dst.Seq)
+	}
+	p, err := src.ReadRaw()
+	if err != nil || !IsEOF(p) {
+		t.Fatalf("after the rows: %x %v", p, err)
+	}
+	// Nothing buffered, an error or a packet out of sequence: nothing copied.
+	for _, in := range [][]byte{frame(1, []byte{ErrHeader, 1, 2}), frame(2, []byte{1, 'x'}), frame(1, []byte{5, 'x'})[:5]} {
+		src, _ := newTestConn(in)
+		src.Seq = 1
+		_, _ = src.br.Peek(len(in))
+		if rows, _ := src.RelayRows(dst); rows != 0 {
+			t.Errorf("%x: %d rows copied", in, rows)
+		}
+	}
+}
