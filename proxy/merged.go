@@ -273,11 +273,7 @@ func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error
 			}
 		}
 	}
-	if clientEOF {
-		s.buf = wire.AppendEOF(s.buf[:0], warnings, s.status())
-	} else {
-		s.buf = wire.AppendResultEndOK(s.buf[:0], warnings, s.status())
-	}
+	s.appendResultEnd(warnings)
 	if err := s.pkt.WritePacket(s.buf); err != nil {
 		return &clientError{err}
 	}

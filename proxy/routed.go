@@ -403,11 +403,7 @@ func (s *Session) relayScatter(legs []leg) error {
 		s.writeError(newErr(errNotSupported, "keyshard: the fan-out returned no result set"))
 		return nil
 	}
-	if clientEOF {
-		s.buf = wire.AppendEOF(s.buf[:0], warnings, s.status())
-	} else {
-		s.buf = wire.AppendResultEndOK(s.buf[:0], warnings, s.status())
-	}
+	s.appendResultEnd(warnings)
 	if err := s.pkt.WritePacket(s.buf); err != nil {
 		return &clientError{err}
 	}
@@ -552,11 +548,7 @@ func (s *Session) writeResultSet(cols []string, rows [][]string) error {
 			return err
 		}
 	}
-	if clientEOF {
-		s.buf = wire.AppendEOF(s.buf[:0], 0, s.status())
-	} else {
-		s.buf = wire.AppendResultEndOK(s.buf[:0], 0, s.status())
-	}
+	s.appendResultEnd(0)
 	return s.pkt.WritePacket(s.buf)
 }
 

@@ -264,13 +264,8 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 				return s.backendFailed(bc, err)
 			}
 		}
-		// Answered like the end of a result set: with CLIENT_DEPRECATE_EOF
-		// that is the 0xfe-headed OK, as MySQL and MariaDB send.
-		if s.caps&mysql.CLIENT_DEPRECATE_EOF != 0 {
-			s.buf = wire.AppendResultEndOK(s.buf[:0], 0, s.status())
-		} else {
-			s.buf = wire.AppendEOF(s.buf[:0], 0, s.status())
-		}
+		// Answered like the end of a result set, as MySQL and MariaDB do.
+		s.appendResultEnd(0)
 		return s.pkt.WritePacket(s.buf)
 	case mysql.COM_RESET_CONNECTION:
 		s.endSession()
@@ -296,6 +291,16 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		return s.kill(id, false)
 	}
 	return s.fail(newErr(errUnknownCommand, "Unknown command %d", cmd))
+}
+
+// appendResultEnd puts in s.buf the packet that ends a result set keyshard
+// writes itself: an EOF, or with CLIENT_DEPRECATE_EOF the 0xfe-headed OK.
+func (s *Session) appendResultEnd(warnings uint16) {
+	if s.caps&mysql.CLIENT_DEPRECATE_EOF != 0 {
+		s.buf = wire.AppendResultEndOK(s.buf[:0], warnings, s.status())
+	} else {
+		s.buf = wire.AppendEOF(s.buf[:0], warnings, s.status())
+	}
 }
 
 func binary16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }

@@ -92,10 +92,10 @@ func (l *sqlLog) record(s *Session, sql string, sm *digest.Sample, err error) {
 	fields = append(fields,
 		zap.Uint32("conn", s.id), zap.String("user", s.user), zap.String("client", s.remoteHost),
 		zap.String("schema", s.db), zap.String("digest", digest.FormatID(id)), zap.Strings("nodes", s.tr.nodes),
-		zap.Float64("ms", ms(sm.Total)), zap.Uint64("rows", sm.Rows), zap.Uint64("affected", sm.Affected),
+		zap.Float64("ms", digest.Millis(sm.Total)), zap.Uint64("rows", sm.Rows), zap.Uint64("affected", sm.Affected),
 		zap.Uint64("bytes", sm.Bytes))
 	for i, d := range sm.Stages {
-		fields = append(fields, zap.Float64(stageKeys[i], ms(d)))
+		fields = append(fields, zap.Float64(stageKeys[i], digest.Millis(d)))
 	}
 	fields = append(fields, zap.String("sql", sql))
 	if err != nil && !errors.Is(err, errQuit) {
@@ -116,9 +116,6 @@ var stageKeys = func() (k [digest.NumStages]string) {
 	}
 	return k
 }()
-
-// ms is d in milliseconds, to the microsecond.
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (l *sqlLog) close() {
 	for _, s := range l.syncs {

@@ -378,7 +378,7 @@ func (s *Session) forgetStmts() {
 
 // stmtExecute runs COM_STMT_EXECUTE.
 func (s *Session) stmtExecute(st *prepared, p []byte) error {
-	s.tr.entry, s.tr.key, s.tr.sql = s.srv.digests.Get(&st.dig), st.dig.Key, st.sql
+	s.traceStmt(st, false)
 	if s.splitting() && router.Writes(router.Info{Kind: st.kind}) {
 		defer s.markWrite()
 	}
@@ -905,7 +905,7 @@ func (s *Session) stmtFetch(st *prepared, p []byte) error {
 		return s.fail(newErr(errMalformedPacket, "COM_STMT_FETCH: short packet"))
 	}
 	binary.LittleEndian.PutUint32(p[1:], st.cursorSt.ID)
-	s.tr.entry, s.tr.key, s.tr.fetch, s.tr.sql = s.srv.digests.Get(&st.dig), st.dig.Key, true, st.sql
+	s.traceStmt(st, true)
 	s.mark(digest.Route)
 	s.usedNode(bc.Node())
 	if err := s.send(bc, p); err != nil {

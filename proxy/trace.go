@@ -107,6 +107,12 @@ func (s *Session) digestOf(sql string, full bool) *digest.Entry {
 	return d.Lookup(key)
 }
 
+// traceStmt points the trace at prepared statement st (an execution, or
+// with fetch a cursor fetch).
+func (s *Session) traceStmt(st *prepared, fetch bool) {
+	s.tr.entry, s.tr.key, s.tr.fetch, s.tr.sql = s.srv.digests.Get(&st.dig), st.dig.Key, fetch, st.sql
+}
+
 // digestID is the digest of the statement the trace is for, for the logs:
 // its entry's, or computed (the entry is "other", or digests are off).
 func (s *Session) digestID(sql string) uint64 {

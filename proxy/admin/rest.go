@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/proxy"
@@ -167,10 +166,10 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		}
 		out := make([]digestJSON, 0, len(top))
 		for _, d := range top {
-			j := digestJSON{Stats: d, TotalMs: ms(d.Total), AvgMs: ms(d.Avg), MinMs: ms(d.Min), MaxMs: ms(d.Max),
-				P50Ms: ms(d.P50), P99Ms: ms(d.P99), StagesMs: map[string]float64{}}
+			j := digestJSON{Stats: d, TotalMs: digest.Millis(d.Total), AvgMs: digest.Millis(d.Avg), MinMs: digest.Millis(d.Min), MaxMs: digest.Millis(d.Max),
+				P50Ms: digest.Millis(d.P50), P99Ms: digest.Millis(d.P99), StagesMs: map[string]float64{}}
 			for i, v := range d.Stages {
-				j.StagesMs[digest.Stage(i).String()] = ms(v)
+				j.StagesMs[digest.Stage(i).String()] = digest.Millis(v)
 			}
 			out = append(out, j)
 		}
@@ -201,8 +200,6 @@ type digestJSON struct {
 	P99Ms    float64            `json:"p99_ms"`
 	StagesMs map[string]float64 `json:"stages_ms"`
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 type nodeArgs struct {
 	Opt  string `json:"opt"`

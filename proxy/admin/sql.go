@@ -488,7 +488,7 @@ func stageCol(st digest.Stage) string {
 func u64(n uint64) string { return strconv.FormatUint(n, 10) }
 
 // msStr is d in milliseconds with microsecond precision.
-func msStr(d time.Duration) string { return strconv.FormatFloat(ms(d), 'f', 3, 64) }
+func msStr(d time.Duration) string { return strconv.FormatFloat(digest.Millis(d), 'f', 3, 64) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 

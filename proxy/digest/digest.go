@@ -218,6 +218,10 @@ func quantile(h *[Buckets]uint64, n uint64, q float64, lo, hi time.Duration) tim
 	return hi
 }
 
+// Millis is d in milliseconds, to the microsecond (how digests and logs
+// show times).
+func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // FormatID is an ID as 16 hex digits.
 func FormatID(id uint64) string {
 	s := strconv.FormatUint(id, 16)
