@@ -1,9 +1,5 @@
 package proxy
 
-import (
-	"github.com/keyshard/keyshard/backend/wire"
-)
-
 // AdminFunc runs keyshard's own statements: kingshard's `admin ...` forms
 // and the SHOW forms that describe the proxy (package proxy/admin builds
 // one and cmd/keyshard installs it with SetAdmin). It is called for every
@@ -55,8 +51,7 @@ func (s *Session) adminStmt(sql string) (bool, error) {
 		res = &AdminResult{}
 	}
 	if res.Columns == nil {
-		s.buf = wire.AppendOK(s.buf[:0], res.Affected, 0, s.status(), 0, res.Info)
-		return true, s.pkt.WritePacket(s.buf)
+		return true, s.cl.OK(res.Affected, 0, s.lease.Status(), 0, res.Info)
 	}
 	return true, s.writeResultSet(res.Columns, res.Rows)
 }

@@ -179,6 +179,7 @@ func (s *Session) handshake() error {
 		return err
 	}
 	s.caps = r.caps & (serverCaps | mysql.CLIENT_SSL)
+	s.cl.SetCaps(s.caps)
 	if err := s.authenticate(r.user, r.plugin, r.auth, scramble); err != nil {
 		return err
 	}

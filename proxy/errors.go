@@ -8,6 +8,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -26,8 +27,6 @@ const (
 	errNotSupported
 	errNoSchema
 	errKilled
-	errTxLost
-	errCrossNodeTx
 	errOffline
 	errAdminArg
 	errBlacklisted
@@ -61,8 +60,6 @@ var proxyCodes = map[errKind]uint16{
 	errNotSupported:       mysql.ER_NOT_SUPPORTED_YET,
 	errNoSchema:           mysql.ER_DBACCESS_DENIED_ERROR,
 	errKilled:             mysql.ER_QUERY_INTERRUPTED,
-	errTxLost:             mysql.ER_ERROR_DURING_ROLLBACK,
-	errCrossNodeTx:        mysql.ER_NOT_SUPPORTED_YET,
 	errOffline:            erServerOfflineMode,
 	errAdminArg:           mysql.ER_WRONG_ARGUMENTS,
 	errBlacklisted:        mysql.ER_OPTION_PREVENTS_STATEMENT,
@@ -82,6 +79,16 @@ var backendCodes = map[backend.Kind]uint16{
 	backend.KindClosed:      mysql.ER_SERVER_SHUTDOWN,
 	backend.KindAuth:        mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
 	backend.KindDown:        mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+}
+
+// engineCodes maps each engine error kind to its MySQL errno.
+var engineCodes = map[engine.Kind]uint16{
+	engine.KindNoSchema:     mysql.ER_DBACCESS_DENIED_ERROR,
+	engine.KindCrossNode:    mysql.ER_NOT_SUPPORTED_YET,
+	engine.KindNotSupported: mysql.ER_NOT_SUPPORTED_YET,
+	engine.KindTxLost:       mysql.ER_ERROR_DURING_ROLLBACK,
+	engine.KindKilled:       mysql.ER_QUERY_INTERRUPTED,
+	engine.KindNoResult:     mysql.ER_NOT_SUPPORTED_YET,
 }
 
 // sqlStates overrides SQLSTATEs where go-mysql's table has none or a
@@ -106,7 +113,12 @@ func toMySQL(err error) *mysql.MyError {
 	var pe *Error
 	var be *backend.Error
 	var re *router.Error
+	var ee *engine.Error
 	switch {
+	case errors.As(err, &ee):
+		if c, ok := engineCodes[ee.Kind]; ok {
+			code = c
+		}
 	case errors.As(err, &pe):
 		if c, ok := proxyCodes[pe.kind]; ok {
 			code = c

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/engine"
 )
 
 // Every internal error kind must map to a real MySQL errno, never the
@@ -28,6 +29,15 @@ func TestEveryErrorKindIsMapped(t *testing.T) {
 		}
 		if want := "keyshard: node node1 (127.0.0.1:1): x"; e.Message != want {
 			t.Errorf("kind %v: message %q, want %q", k, e.Message, want)
+		}
+	}
+	for _, k := range engine.Kinds() {
+		e := toMySQL(fmt.Errorf("wrapped: %w", engine.Errorf(k, "kind %d", k)))
+		if e.Code == mysql.ER_UNKNOWN_ERROR || engineCodes[k] == 0 {
+			t.Errorf("engine error kind %d is not mapped", k)
+		}
+		if len(e.State) != 5 {
+			t.Errorf("engine kind %d: bad SQLSTATE %q", k, e.State)
 		}
 	}
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
-	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
@@ -303,9 +302,7 @@ func (s *Server) handle(nc net.Conn) {
 		_ = tc.SetNoDelay(boolOr(cfg.TCPNoDelay, true))
 	}
 	id := s.nextID.Add(1)
-	sess := &Session{srv: s, snap: snap, id: id, nc: nc, log: s.log.With(zap.Uint32("conn", id))}
-	sess.pkt = wire.NewConn(nc, cfg.ReadBuffer, cfg.ClientWriteBuffer)
-	sess.pkt.MaxRead = cfg.MaxAllowedPacket
+	sess := newSession(s, snap, id, nc)
 	host, _, _ := net.SplitHostPort(nc.RemoteAddr().String())
 	sess.remoteHost = host
 	defer func() {

@@ -16,21 +16,20 @@ import (
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/router"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 	"go.uber.org/zap"
 )
 
-// Session is one client connection. Its goroutine is the only one that
-// touches its fields, except the atomics used by KILL and shutdown.
+// Session is one client connection: who the client is, what it
+// negotiated, and its session state (database, charset, variables,
+// prepared statements, the last statement's LAST_INSERT_ID() and friends).
+// Which backend connections it holds, and why, is its lease's business;
+// how a statement runs is its engine's (package engine).
 //
-// Backend connections: outside a transaction a statement takes a pooled
-// connection, syncs it to the session's state (database, charset, session
-// variables) and gives it back when the answer has been relayed. The
-// connection stays pinned to the session while the server reports a
-// transaction or autocommit off, or the session holds state that lives only
-// on that connection (user variables, GET_LOCK, LOCK TABLES, temporary
-// tables, PREPARE).
+// Its goroutine is the only one that touches its fields, except the
+// atomics used by KILL and shutdown.
 type Session struct {
 	srv        *Server
 	snap       *snapshot // the configuration this session runs on
@@ -48,26 +47,13 @@ type Session struct {
 	collation uint8
 	schema    *config.SchemaConfig
 	node      *backend.Node
+	route     *router.Schema // the user's routing; nil without a schema
 
-	db    string
-	state *backend.State
-	multi bool
-
-	pinned     *backend.Conn
-	sticky     string // why the connection is pinned for good ("" if not)
-	lockTables bool
-	// txBegin holds a BEGIN / START TRANSACTION not sent yet: with sharded
-	// tables a transaction opens on the node of its first statement.
-	txBegin string
-
-	route *router.Schema // the user's routing; nil without a schema
-
-	rwSplit   bool  // reads may go to replicas (user and schema allow it)
-	lastWrite int64 // unix nanos of the session's last write (read-your-writes)
-
-	lastInsertID uint64
-	rowCount     int64
-	foundRows    uint64
+	vars  engine.Vars  // database, multi-statements, charset and variables
+	last  engine.Last  // LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS()
+	lease engine.Lease // the backend connections held, and why
+	eng   engine.Engine
+	cl    *engine.Client
 
 	parser  *router.Parser
 	rt      router.Routing // the current statement's routing (reused)
@@ -82,29 +68,31 @@ type Session struct {
 	textStmts map[string]*prepared
 	nextStmt  uint32
 	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
-	cursors   int    // statements with an open cursor (they pin the connection)
 
-	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
 	killed atomic.Bool
 	busy   atomic.Bool
+}
+
+// newSession makes the session of client connection nc.
+func newSession(srv *Server, snap *snapshot, id uint32, nc net.Conn) *Session {
+	cfg := snap.cfg
+	s := &Session{srv: srv, snap: snap, id: id, nc: nc, log: srv.log.With(zap.Uint32("conn", id))}
+	s.pkt = wire.NewConn(nc, cfg.ReadBuffer, cfg.ClientWriteBuffer)
+	s.pkt.MaxRead = cfg.MaxAllowedPacket
+	s.cl = engine.NewClient(s.pkt, toMySQL)
+	s.tr.killed = &s.killed
+	s.lease = engine.Lease{Ctx: srv.ctx, Vars: &s.vars, Trace: &s.tr, OnDiscard: s.dropCursors}
+	s.eng = engine.Engine{Client: s.cl, Conns: &s.lease, Trace: &s.tr, Vars: &s.vars, Last: &s.last}
+	return s
 }
 
 // startSession binds the session to its user's schema and default node and
 // selects db (empty for none).
 func (s *Session) startSession(db string) error {
-	s.schema = nil
-	s.node = nil
-	s.route = nil
-	s.txBegin = ""
-	s.rwSplit, s.lastWrite = false, 0
-	s.snap = s.srv.snap.Load()
-	if sc, ok := s.snap.cfg.SchemaFor(s.user); ok {
-		s.bindSchema(sc)
-	}
-	s.state = s.srv.stateFor(s.collation)
-	s.multi = s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0
-	s.db = ""
-	s.lastInsertID, s.rowCount, s.foundRows = 0, 0, 0
+	s.lease.ResetSession()
+	s.rebind(s.srv.snap.Load())
+	s.vars = engine.Vars{State: s.srv.stateFor(s.collation), Multi: s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0}
+	s.last = engine.Last{}
 	if db != "" {
 		if err := s.useDB(db); err != nil {
 			return err
@@ -118,47 +106,25 @@ func (s *Session) startSession(db string) error {
 // and the plans of its prepared statements follow the new snapshot.
 func (s *Session) rebind(snap *snapshot) {
 	s.snap = snap
-	s.schema, s.node, s.route, s.rwSplit = nil, nil, nil, false
+	s.schema, s.node, s.route = nil, nil, nil
+	split := false
 	if sc, ok := snap.cfg.SchemaFor(s.user); ok {
-		s.bindSchema(sc)
+		s.schema = sc
+		s.node = snap.nodes[sc.Default]
+		s.route = snap.routes[s.user]
+		uc, _ := snap.cfg.UserPassword(s.user)
+		split = boolOr(sc.RWSplit, true) && boolOr(uc.RWSplit, true)
 	}
+	l := &s.lease
+	l.Default, l.User, l.Split, l.RYW = s.node, s.user, split, snap.rywWindow
+	s.eng.Nodes, s.eng.MaxMergeRows = snap.nodes, snap.cfg.MaxMergeRows
 	s.replanStmts()
-}
-
-// bindSchema binds the session to sc, its user's schema.
-func (s *Session) bindSchema(sc *config.SchemaConfig) {
-	s.schema = sc
-	s.node = s.snap.nodes[sc.Default]
-	s.route = s.snap.routes[s.user]
-	uc, _ := s.snap.cfg.UserPassword(s.user)
-	s.rwSplit = boolOr(sc.RWSplit, true) && boolOr(uc.RWSplit, true)
 }
 
 // endSession returns or cleans the pinned connection.
 func (s *Session) endSession() {
 	s.forgetStmts()
-	if s.pinned == nil {
-		return
-	}
-	bc := s.pinned
-	s.pinned = nil
-	s.sticky = ""
-	s.lockTables = false
-	s.txBegin = ""
-	pool := bc.Pool()
-	if bc.Broken() {
-		pool.Discard(bc)
-		return
-	}
-	// Roll back, drop temporary tables, locks and variables in one command.
-	_ = bc.SetDeadline(time.Now().Add(5 * time.Second))
-	err := bc.Reset()
-	_ = bc.SetDeadline(time.Time{})
-	if err != nil {
-		pool.Discard(bc)
-		return
-	}
-	pool.Put(bc)
+	s.lease.End()
 }
 
 // run is the command loop.
@@ -189,11 +155,15 @@ func (s *Session) run() {
 		s.busy.Store(true)
 		start := time.Now()
 		s.tr.begin(start, s.pkt.Written)
-		if snap := s.srv.snap.Load(); snap != s.snap && !s.inTx() && snap.keeps(s.pinned) {
+		if snap := s.srv.snap.Load(); snap != s.snap && !s.lease.InTx() && snap.keeps(s.lease.Pinned()) {
 			s.rebind(snap)
 		}
 		cmd := p[0]
 		err = s.dispatch(cmd, p)
+		var ce *engine.ClientError
+		if errors.As(err, &ce) || err == engine.ErrClose {
+			err = errCloseAfterReply
+		}
 		d := time.Since(start)
 		s.srv.metrics.observe(cmd, err, d)
 		s.endStmt(cmd, p, d, err)
@@ -204,7 +174,7 @@ func (s *Session) run() {
 		if ferr := s.pkt.Flush(); ferr != nil || err == errCloseAfterReply || s.killed.Load() {
 			return
 		}
-		if s.srv.shuttingDown.Load() && s.pinned == nil {
+		if s.srv.shuttingDown.Load() && s.lease.Pinned() == nil {
 			return
 		}
 	}
@@ -224,7 +194,7 @@ func (s *Session) lingerClose() {
 
 var (
 	errQuit            = errors.New("quit")
-	errCloseAfterReply = errors.New("close after reply")
+	errCloseAfterReply = engine.ErrClose
 )
 
 // dispatch handles one command. It returns a non-nil error when the command
@@ -244,32 +214,31 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		}
 		return s.writeUseOK()
 	case mysql.COM_FIELD_LIST, mysql.COM_STATISTICS:
-		return s.forward(p, nil)
+		return s.eng.Forward(nil, p, nil, nil)
 	case mysql.COM_SET_OPTION:
 		if len(p) < 3 {
 			return s.fail(newErr(errMalformedPacket, "COM_SET_OPTION: short packet"))
 		}
 		switch binary16(p[1:]) {
 		case 0:
-			s.multi = true
+			s.vars.Multi = true
 		case 1:
-			s.multi = false
+			s.vars.Multi = false
 		default:
 			return s.fail(newErr(errNotSupported, "COM_SET_OPTION: unknown option %d", binary16(p[1:])))
 		}
-		if bc := s.pinned; bc != nil {
+		if bc := s.lease.Pinned(); bc != nil {
 			// Pooled connections take the setting when next used; the
 			// pinned one answers the next statement, so it takes it now.
-			if err := bc.Sync(s.db, s.multi, s.state); err != nil {
-				return s.backendFailed(bc, err)
+			if err := bc.Sync(s.vars.DB, s.vars.Multi, s.vars.State); err != nil {
+				return s.eng.Lost(bc, err)
 			}
 		}
 		// Answered like the end of a result set, as MySQL and MariaDB do.
-		s.appendResultEnd(0)
-		return s.pkt.WritePacket(s.buf)
+		return s.cl.ResultEnd(0, s.lease.Status())
 	case mysql.COM_RESET_CONNECTION:
 		s.endSession()
-		if err := s.startSession(s.db); err != nil {
+		if err := s.startSession(s.vars.DB); err != nil {
 			return s.fail(err)
 		}
 		return s.writeOK(0, 0)
@@ -293,164 +262,30 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 	return s.fail(newErr(errUnknownCommand, "Unknown command %d", cmd))
 }
 
-// appendResultEnd puts in s.buf the packet that ends a result set keyshard
-// writes itself: an EOF, or with CLIENT_DEPRECATE_EOF the 0xfe-headed OK.
-func (s *Session) appendResultEnd(warnings uint16) {
-	if s.caps&mysql.CLIENT_DEPRECATE_EOF != 0 {
-		s.buf = wire.AppendResultEndOK(s.buf[:0], warnings, s.status())
-	} else {
-		s.buf = wire.AppendEOF(s.buf[:0], warnings, s.status())
-	}
-}
-
 func binary16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
 
 // fail reports err to the client and returns it for metrics.
-func (s *Session) fail(err error) error {
-	s.writeError(err)
-	return err
-}
+func (s *Session) fail(err error) error { return s.eng.Fail(err) }
 
-func (s *Session) writeError(err error) {
-	e := toMySQL(err)
-	s.buf = wire.AppendErr(s.buf[:0], e.Code, e.State, e.Message)
-	_ = s.pkt.WritePacket(s.buf)
-}
+func (s *Session) writeError(err error) { s.cl.Error(err) }
 
 func (s *Session) writeOK(affected, insertID uint64) error {
-	s.buf = wire.AppendOK(s.buf[:0], affected, insertID, s.status(), 0, "")
-	return s.pkt.WritePacket(s.buf)
+	return s.cl.OK(affected, insertID, s.lease.Status(), 0, "")
 }
-
-// tracks reports whether the client asked for session-state tracking.
-func (s *Session) tracks() bool { return s.caps&mysql.CLIENT_SESSION_TRACK != 0 }
 
 // writeUseOK answers USE / COM_INIT_DB. A client tracking session state is
 // told the new database, as MySQL does while session_track_schema is on
 // (the default). Variable changes need nothing here: SET runs on a backend,
 // which tracks them itself, and its OK is relayed.
 func (s *Session) writeUseOK() error {
-	if !s.tracks() {
+	if !s.cl.Tracks() {
 		return s.writeOK(0, 0)
 	}
-	if v, ok := s.state.Get("session_track_schema"); ok && (v == "0" || strings.EqualFold(v, "'OFF'")) {
+	if v, ok := s.vars.State.Get("session_track_schema"); ok && (v == "0" || strings.EqualFold(v, "'OFF'")) {
 		return s.writeOK(0, 0)
 	}
 	var st [80]byte
-	s.buf = wire.AppendOKState(s.buf[:0], 0, 0, s.status(), 0, "", wire.AppendTrackSchema(st[:0], s.db))
-	return s.pkt.WritePacket(s.buf)
-}
-
-// status is the server status the client should see.
-func (s *Session) status() uint16 {
-	if s.txBegin != "" {
-		return wire.StatusAutocommit | wire.StatusInTrans
-	}
-	if s.pinned != nil {
-		return s.pinned.Status &^ perStatementStatus
-	}
-	return wire.StatusAutocommit
-}
-
-// conn returns the backend connection for a statement that is not routed
-// by table: the pinned one, else one on the default node.
-func (s *Session) conn() (*backend.Conn, error) { return s.connOn(nil) }
-
-// connOn returns the backend connection for the next statement on node:
-// the pinned one when it is on that node, else one from the node's pool
-// synced to the session. A connection pinned by a transaction (or LOCK
-// TABLES) on another node is an error: a transaction stays on one node.
-// A transaction the client began is opened here, on the first node it
-// needs (see txBegin).
-func (s *Session) connOn(n *backend.Node) (*backend.Conn, error) { return s.nodeConn(n, true) }
-
-// nodeConn is connOn; with tx false it neither opens a deferred
-// transaction nor is refused by one on another node (see looseConn).
-func (s *Session) nodeConn(n *backend.Node, tx bool) (*backend.Conn, error) {
-	s.waitStart()
-	bc, err := s.nodeConn1(n, tx)
-	s.waitDone(bc)
-	return bc, err
-}
-
-func (s *Session) nodeConn1(n *backend.Node, tx bool) (*backend.Conn, error) {
-	if n == nil {
-		if s.pinned != nil {
-			return s.pinned, nil
-		}
-		n = s.node
-	}
-	if n == nil {
-		return nil, newErr(errNoSchema, "keyshard: user '%s' has no schema in schema_list", s.user)
-	}
-	if s.pinned != nil {
-		if s.pinned.Pool() == n.Master {
-			return s.pinned, nil
-		}
-		if tx && (s.inTx() || s.txBegin != "") {
-			return nil, newErr(errCrossNodeTx, "keyshard: this statement needs node %s, but the open transaction is on node %s; "+
-				"a transaction can touch one node only (the transaction is still open)", n.Name, s.pinned.Node())
-		}
-	}
-	bc, err := n.Master.Get(s.srv.ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := bc.Sync(s.db, s.multi, s.state); err != nil {
-		if tx {
-			s.release(bc)
-		} else {
-			s.releaseLoose(bc)
-		}
-		return nil, err
-	}
-	if tx && s.txBegin != "" {
-		if _, err := bc.Exec(s.txBegin); err != nil {
-			s.release(bc)
-			return nil, err
-		}
-		s.txBegin = ""
-	}
-	return bc, nil
-}
-
-// inTx reports whether the pinned connection holds a transaction or table
-// locks, which tie the session to its node.
-func (s *Session) inTx() bool {
-	return s.pinned != nil && (s.pinned.Status&wire.StatusInTrans != 0 || s.pinned.Status&wire.StatusAutocommit == 0 || s.lockTables)
-}
-
-// release keeps bc pinned if the session needs it, else returns it.
-func (s *Session) release(bc *backend.Conn) {
-	pool := bc.Pool()
-	if bc.Broken() {
-		if s.cursors > 0 {
-			s.dropCursors(bc)
-		}
-		if s.pinned == bc {
-			s.pinned = nil
-		}
-		pool.Discard(bc)
-		return
-	}
-	if s.pinned != nil && s.pinned != bc {
-		// A statement on another node while the session keeps state on
-		// its pinned connection: this one goes back, unless it was left
-		// inside a transaction (it cannot be pinned too), then it is closed,
-		// which rolls the transaction back.
-		if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 {
-			pool.Discard(bc)
-			return
-		}
-		pool.Put(bc)
-		return
-	}
-	if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 || s.sticky != "" || s.lockTables || s.cursors > 0 {
-		s.pinned = bc
-		return
-	}
-	s.pinned = nil
-	pool.Put(bc)
+	return s.cl.OKState(s.lease.Status(), wire.AppendTrackSchema(st[:0], s.vars.DB))
 }
 
 // useDB changes the current database after checking it on the backend.
@@ -458,16 +293,16 @@ func (s *Session) release(bc *backend.Conn) {
 // The check is a read: outside a transaction it may run on a replica, so
 // that clients can connect while the master is down.
 func (s *Session) useDB(db string) error {
-	bc, _, err := s.connFor(nil, true, nil)
+	bc, err := s.lease.Acquire(nil, engine.Read)
 	if err != nil {
 		return err
 	}
 	_, err = bc.Command(mysql.COM_INIT_DB, []byte(db))
 	if err == nil {
-		s.db = db
+		s.vars.DB = db
 		bc.SetDB(db)
 	}
-	s.release(bc)
+	s.lease.Release(bc)
 	return err
 }
 
@@ -481,14 +316,14 @@ func (s *Session) query(p []byte) error {
 		}
 	}
 	s.tr.entry = s.digestOf(sql, s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0)
-	s.mark(digest.Parse)
+	s.tr.mark(digest.Parse)
 	if s.srv.black.Load().blocked(sql[info.Start:]) {
 		return s.fail(blacklisted(sql))
 	}
-	if s.splitting() && router.Writes(info) {
-		defer s.markWrite()
+	if s.lease.Tracking() && router.Writes(info) {
+		defer s.lease.MarkWrite()
 	}
-	if info.Flags&router.FlagMulti != 0 && !s.multi {
+	if info.Flags&router.FlagMulti != 0 && !s.vars.Multi {
 		// Without multi-statements the server reads one statement: a
 		// compound one (CREATE PROCEDURE ... BEGIN ...; ...; END) or a
 		// syntax error with the server's own message. The backend
@@ -524,23 +359,10 @@ func (s *Session) query(p []byte) error {
 			return s.set(p, sql)
 		}
 	case router.KindLockTables:
-		s.lockTables = true
-	case router.KindPrepare, router.KindExecute:
-		s.stick("PREPARE")
+		s.lease.SetLockTables(true)
 	}
-	if info.Flags&router.FlagUserVar != 0 {
-		s.stick("user variables")
-	}
-	if info.Flags&router.FlagGetLock != 0 {
-		s.stick("GET_LOCK")
-	}
-	if info.Flags&router.FlagTemporary != 0 {
-		s.stick("temporary tables")
-	}
-	if info.Flags&router.FlagMulti != 0 {
-		// Effects of later statements are unknown to the classifier: keep
-		// the connection, as for user variables.
-		s.stick("multi-statements")
+	if why := router.Sticky(info); why != "" {
+		s.lease.Stick(why)
 	}
 	if s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 {
 		if handled, err := s.routed(p, sql, info); handled {
@@ -549,22 +371,16 @@ func (s *Session) query(p []byte) error {
 	}
 	if info.Flags&router.FlagSessionFunc != 0 && info.Flags&router.FlagMulti == 0 {
 		out, changed, err := s.getParser().RewriteSessionFuncs(sql, router.SessionValues{
-			LastInsertID: s.lastInsertID, RowCount: s.rowCount, FoundRows: s.foundRows, ConnectionID: s.id})
+			LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.id})
 		if err == nil && changed {
-			return s.forward(nil, &out, info)
+			return s.eng.Forward(nil, nil, &out, &info)
 		}
 	}
-	err := s.forward(p, nil, info)
+	err := s.eng.Forward(nil, p, nil, &info)
 	if info.Kind == router.KindUnlockTables && err == nil {
-		s.lockTables = false
+		s.lease.SetLockTables(false)
 	}
 	return err
-}
-
-func (s *Session) stick(why string) {
-	if s.sticky == "" {
-		s.sticky = why
-	}
 }
 
 func (s *Session) getParser() *router.Parser {
@@ -572,113 +388,6 @@ func (s *Session) getParser() *router.Parser {
 		s.parser = router.NewParser()
 	}
 	return s.parser
-}
-
-// forward sends a command to the backend and relays the answer. raw is the
-// client's command packet; or rewritten is a query to send instead.
-//
-// A read-only statement that fails before any answer arrived, on a pooled
-// connection that was idle (the server may have closed it), is retried once
-// on a fresh connection: nothing was executed or sent to the client.
-func (s *Session) forward(raw []byte, rewritten *string, infos ...router.Info) error {
-	return s.forwardTo(nil, raw, rewritten, infos...)
-}
-
-// forwardTo is forward on node n (nil: the pinned connection, else the
-// default node).
-func (s *Session) forwardTo(n *backend.Node, raw []byte, rewritten *string, infos ...router.Info) error {
-	retriable := s.pinned == nil && s.txBegin == "" && (raw == nil || raw[0] != mysql.COM_QUERY ||
-		len(infos) > 0 && (infos[0].Kind == router.KindSelect || infos[0].Kind == router.KindShow) &&
-			infos[0].Flags&(router.FlagMulti|router.FlagGetLock|router.FlagUserVar) == 0)
-	read := len(infos) > 0 && (raw == nil || raw[0] == mysql.COM_QUERY) && router.ReadOnly(infos[0])
-	var skip *backend.Pool
-	for attempt := 0; ; attempt++ {
-		bc, rp, err := s.connFor(n, read, skip)
-		if err != nil {
-			return s.fail(err)
-		}
-		start := time.Now()
-		bp := bc.Packets()
-		if rewritten != nil {
-			err = bp.WriteCommandString(mysql.COM_QUERY, *rewritten)
-		} else {
-			err = bp.WriteCommand(raw[0], raw[1:])
-		}
-		if err == nil {
-			err = bp.Flush()
-		}
-		var res relayResult
-		if err != nil {
-			bc.MarkBroken()
-			err = &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err}
-		} else {
-			s.cur.Store(bc)
-			if raw != nil && raw[0] == mysql.COM_STATISTICS {
-				err = s.relayOne(bc)
-				res.started = true
-			} else {
-				res, err = s.relay(bc, raw != nil && raw[0] == mysql.COM_FIELD_LIST)
-			}
-			s.cur.Store(nil)
-		}
-		bc.Pool().Observe(time.Since(start), err != nil || res.err != nil)
-		if err != nil {
-			if retriable && attempt == 0 && !res.started && backend.KindOf(err) == backend.KindLost {
-				if rp != nil {
-					skip = rp
-				}
-				s.release(bc) // broken: discarded
-				s.mark(digest.Backend)
-				continue
-			}
-			return s.backendFailed(bc, err)
-		}
-		if len(infos) > 0 && infos[0].Flags&router.FlagCalcFoundRows != 0 && res.resultSets > 0 {
-			if r, err := bc.Exec("SELECT FOUND_ROWS()"); err == nil && len(r.Rows) == 1 && r.Rows[0][0] != nil {
-				s.foundRows, _ = strconv.ParseUint(*r.Rows[0][0], 10, 64)
-			}
-		}
-		s.release(bc)
-		return res.err
-	}
-}
-
-// backendFailed handles an error that left bc unusable or the client gone.
-func (s *Session) backendFailed(bc *backend.Conn, err error) error {
-	var ce *clientError
-	if errors.As(err, &ce) {
-		bc.MarkBroken()
-		s.release(bc)
-		return errCloseAfterReply
-	}
-	wasTx := s.pinned == bc && bc.Status&wire.StatusInTrans != 0
-	bc.MarkBroken()
-	s.release(bc)
-	s.sticky, s.lockTables = "", false
-	if s.killed.Load() {
-		err = newErr(errKilled, "Query execution was interrupted (connection killed)")
-	}
-	s.writeError(err)
-	if wasTx {
-		// The transaction is gone with the backend connection: the client
-		// must not go on as if it were still open.
-		s.writeError(newErr(errTxLost, "keyshard: node %s: connection lost inside a transaction; it was rolled back", bc.Node()))
-		return errCloseAfterReply
-	}
-	return err
-}
-
-// relayOne relays a single-packet answer (COM_STATISTICS).
-func (s *Session) relayOne(bc *backend.Conn) error {
-	p, err := bc.Packets().ReadPacket()
-	if err != nil {
-		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "reading answer", Err: err}
-	}
-	s.firstByte()
-	if err := s.pkt.WritePacket(p); err != nil {
-		return &clientError{err}
-	}
-	return nil
 }
 
 // parseUse extracts the database name of "USE db".
@@ -701,61 +410,55 @@ func (s *Session) set(p []byte, sql string) error {
 	var names *router.SetItem
 	var sysvars []string
 	if perr != nil {
-		s.stick("unparsed SET")
+		s.lease.Stick("unparsed SET")
 	}
 	for i := range items {
 		switch it := &items[i]; it.Kind {
 		case router.SetUserVar:
-			s.stick("user variables")
+			s.lease.Stick("user variables")
 		case router.SetOneShot:
-			s.stick("SET TRANSACTION")
+			s.lease.Stick("SET TRANSACTION")
 		case router.SetNames:
 			names = it
 		case router.SetSysVar:
 			sysvars = append(sysvars, it.Name)
 		}
 	}
-	bc, err := s.conn()
-	if err != nil {
-		return s.fail(err)
-	}
-	bp := bc.Packets()
-	if err := bp.WriteCommand(p[0], p[1:]); err != nil || bp.Flush() != nil {
-		bc.MarkBroken()
-		return s.backendFailed(bc, &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending SET"})
-	}
-	res, err := s.relay(bc, false)
-	if err != nil {
-		return s.backendFailed(bc, err)
-	}
-	if res.err == nil && (names != nil || len(sysvars) > 0) {
-		st := s.state
-		if names != nil {
-			cs := names.Name
-			if cs == "" {
-				cs = s.srv.baseState.Charset
-			}
-			st = st.WithNames(cs, names.Collation)
+	return s.eng.ForwardThen(nil, p, nil, nil, func(bc *backend.Conn, res engine.Result) {
+		if res.Err == nil && (names != nil || len(sysvars) > 0) {
+			s.learnSet(bc, names, sysvars)
 		}
-		if len(sysvars) > 0 {
-			q := "SELECT @@SESSION." + strings.Join(sysvars, ", @@SESSION.")
-			r, err := bc.Exec(q)
-			if err != nil || len(r.Rows) != 1 || len(r.Rows[0]) != len(sysvars) {
-				// Cannot know the values: keep this connection for good.
-				s.stick("SET of unreadable variable")
-			} else {
-				vars := make([]backend.Var, len(sysvars))
-				for i, name := range sysvars {
-					vars[i] = backend.Var{Name: name, Value: literal(r.Rows[0][i])}
-				}
-				st = st.WithVars(vars...)
-			}
+	})
+}
+
+// learnSet records in the session's state what a SET that succeeded on bc
+// changed: the character set, and the session variables' new values as
+// the server reads them back.
+func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []string) {
+	st := s.vars.State
+	if names != nil {
+		cs := names.Name
+		if cs == "" {
+			cs = s.srv.baseState.Charset
 		}
-		s.state = st
-		bc.SetState(st)
+		st = st.WithNames(cs, names.Collation)
 	}
-	s.release(bc)
-	return res.err
+	if len(sysvars) > 0 {
+		q := "SELECT @@SESSION." + strings.Join(sysvars, ", @@SESSION.")
+		r, err := bc.Exec(q)
+		if err != nil || len(r.Rows) != 1 || len(r.Rows[0]) != len(sysvars) {
+			// Cannot know the values: keep this connection for good.
+			s.lease.Stick("SET of unreadable variable")
+		} else {
+			vars := make([]backend.Var, len(sysvars))
+			for i, name := range sysvars {
+				vars[i] = backend.Var{Name: name, Value: literal(r.Rows[0][i])}
+			}
+			st = st.WithVars(vars...)
+		}
+	}
+	s.vars.State = st
+	bc.SetState(st)
 }
 
 // literal renders a variable's value as read back from the server.
@@ -829,7 +532,7 @@ func (s *Session) interrupt(closeConn bool) {
 	if closeConn {
 		s.killed.Store(true)
 	}
-	if bc := s.cur.Load(); bc != nil {
+	if bc := s.tr.cur.Load(); bc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		if err := bc.Pool().KillQuery(ctx, bc.ThreadID()); err != nil {
 			s.log.Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.Error(err))
@@ -845,12 +548,6 @@ func (s *Session) interrupt(closeConn bool) {
 		}
 	}
 }
-
-// clientError marks an error writing to the client.
-type clientError struct{ err error }
-
-func (e *clientError) Error() string { return "client write: " + e.err.Error() }
-func (e *clientError) Unwrap() error { return e.err }
 
 // collationState maps a handshake collation id to a session State.
 func collationNames(id uint8) (cs, coll string) {

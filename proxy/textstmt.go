@@ -9,6 +9,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/router"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
@@ -53,11 +54,11 @@ func (s *Session) textPrepare(sql string) (handled bool, err error) {
 		}
 	}
 	info := router.Classify(text)
-	if !routable(info.Kind) {
+	if !router.Routed(info.Kind) {
 		delete(s.textStmts, name)
 		return false, nil
 	}
-	pl, lits, err := s.route.Plan(s.getParser(), text, s.db, info.Kind)
+	pl, lits, err := s.route.Plan(s.getParser(), text, s.vars.DB, info.Kind)
 	if err != nil {
 		return true, s.fail(err)
 	}
@@ -66,7 +67,7 @@ func (s *Session) textPrepare(sql string) (handled bool, err error) {
 		return false, nil
 	}
 	if info.Kind == router.KindDDL {
-		return true, s.fail(newErr(errNotSupported, "keyshard: DDL on sharded table %s cannot be prepared; send it as text", pl.Tables()[0].Table))
+		return true, s.fail(ddlPrepareErr(pl))
 	}
 	n := 0
 	for _, l := range lits {
@@ -77,10 +78,9 @@ func (s *Session) textPrepare(sql string) (handled bool, err error) {
 	if s.textStmts == nil {
 		s.textStmts = make(map[string]*prepared)
 	}
-	s.textStmts[name] = &prepared{sql: text, db: s.db, kind: info.Kind, params: n,
+	s.textStmts[name] = &prepared{sql: text, db: s.vars.DB, kind: info.Kind, params: n,
 		plan: pl, lits: slices.Clone(lits), prefix: leadingComments(text, info)}
-	s.buf = wire.AppendOK(s.buf[:0], 0, 0, s.status(), 0, "Statement prepared")
-	return true, s.pkt.WritePacket(s.buf)
+	return true, s.cl.OK(0, 0, s.lease.Status(), 0, "Statement prepared")
 }
 
 // textExecute handles EXECUTE of a statement textPrepare kept.
@@ -126,18 +126,7 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 	if err != nil {
 		return true, s.fail(err)
 	}
-	if rt.Merge != "" {
-		return true, s.fail(mergeErr(rt, st.plan))
-	}
-	if rt.Spec != nil {
-		return true, s.merged(rt, false, false, sendQuery)
-	}
-	run := router.Info{Kind: st.kind}
-	if rt.Targets() == 1 {
-		r := &rt.Routes[0]
-		return true, s.forwardTo(s.snap.nodes[r.Node], nil, &r.SQL[0], run)
-	}
-	return true, s.scatter(rt, run)
+	return true, s.runText(rt, st.plan, router.Info{Kind: st.kind})
 }
 
 // textDeallocate handles DEALLOCATE PREPARE of a statement textPrepare kept.
@@ -172,12 +161,12 @@ func (s *Session) userVars(names []string) ([]router.Literal, error) {
 		q.WriteString(strings.ReplaceAll(n, "`", "``"))
 		q.WriteByte('`')
 	}
-	bc, err := s.conn()
+	bc, err := s.lease.Acquire(nil, engine.Write)
 	if err != nil {
 		return nil, err
 	}
 	res, err := bc.Exec(q.String())
-	s.release(bc)
+	s.lease.Release(bc)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -19,8 +20,8 @@ type trace struct {
 	start   time.Time
 	last    time.Duration // procStart to the last mark
 	stages  [digest.NumStages]time.Duration
-	first   bool // a backend's answer started (the Backend stage ended)
-	shaped  bool // the router parser holds this statement's shape (routed uses it)
+	first   bool         // a backend's answer started (the Backend stage ended)
+	shape   router.Shape // the statement's shape, when made for its digest (routed reuses it)
 	rows    uint64
 	changed uint64 // rows affected
 	written uint64 // client bytes written before the statement
@@ -29,54 +30,72 @@ type trace struct {
 	key     string // the digest key (may alias Session.dkey)
 	fetch   bool   // a cursor fetch: adds to its statement's digest, not as a call
 	sql     string // a prepared statement's text ("" for COM_QUERY)
+
+	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
+	killed *atomic.Bool                 // the session's
 }
+
+var _ engine.Tracer = (*trace)(nil)
 
 var procStart = time.Now()
 
 func (t *trace) begin(start time.Time, written uint64) {
 	t.start, t.last = start, start.Sub(procStart)
 	t.stages = [digest.NumStages]time.Duration{}
-	t.first, t.shaped = false, false
+	t.first, t.shape = false, router.Shape{}
 	t.rows, t.changed, t.written = 0, 0, written
 	t.nodes = t.nodes[:0]
 	t.entry, t.key, t.fetch, t.sql = nil, "", false, ""
 }
 
 // mark ends stage st now.
-func (s *Session) mark(st digest.Stage) {
+func (t *trace) mark(st digest.Stage) {
 	now := time.Since(procStart)
-	s.tr.stages[st] += now - s.tr.last
-	s.tr.last = now
+	t.stages[st] += now - t.last
+	t.last = now
 }
 
-// firstByte marks the end of the Backend stage: the first packet of a
+// FirstByte marks the end of the Backend stage: the first packet of a
 // backend's answer arrived.
-func (s *Session) firstByte() {
-	if !s.tr.first {
-		s.tr.first = true
-		s.mark(digest.Backend)
+func (t *trace) FirstByte() {
+	if !t.first {
+		t.first = true
+		t.mark(digest.Backend)
 	}
 }
 
-// waitStart and waitDone bracket getting a backend connection ready: the
+// WaitStart and WaitDone bracket getting a backend connection ready: the
 // time before is Route, the time getting it Wait, and its node is noted.
-func (s *Session) waitStart() { s.mark(digest.Route) }
+func (t *trace) WaitStart() { t.mark(digest.Route) }
 
-func (s *Session) waitDone(bc *backend.Conn) {
-	s.mark(digest.Wait)
+// WaitDone: see WaitStart.
+func (t *trace) WaitDone(bc *backend.Conn) {
+	t.mark(digest.Wait)
 	if bc != nil {
-		s.usedNode(bc.Node())
+		t.usedNode(bc.Node())
 	}
 }
+
+// Sent counts rows sent and rows affected.
+func (t *trace) Sent(rows, affected uint64) {
+	t.rows += rows
+	t.changed += affected
+}
+
+// Running records the connection running the statement (nil: none).
+func (t *trace) Running(bc *backend.Conn) { t.cur.Store(bc) }
+
+// Killed reports whether the session was killed.
+func (t *trace) Killed() bool { return t.killed.Load() }
 
 // usedNode notes a node the statement ran on.
-func (s *Session) usedNode(name string) {
-	for _, n := range s.tr.nodes {
+func (t *trace) usedNode(name string) {
+	for _, n := range t.nodes {
 		if n == name {
 			return
 		}
 	}
-	s.tr.nodes = append(s.tr.nodes, name)
+	t.nodes = append(t.nodes, name)
 }
 
 // digestOf returns the digest of a COM_QUERY (nil when digests are off).
@@ -91,8 +110,8 @@ func (s *Session) digestOf(sql string, full bool) *digest.Entry {
 	}
 	var key []byte
 	if full {
-		key = s.getParser().Shape(sql, s.db)
-		s.tr.shaped = true
+		s.tr.shape = s.getParser().Shape(sql, s.vars.DB)
+		key = s.tr.shape.Key
 		if router.IsDigestKey(key) {
 			key = append(s.dkey[:0], digest.Key(key)...)
 		} else {
@@ -100,7 +119,7 @@ func (s *Session) digestOf(sql string, full bool) *digest.Entry {
 		}
 	}
 	if key == nil {
-		key = router.DigestKey(s.dkey[:0], s.db, sql, digest.MaxText)
+		key = router.DigestKey(s.dkey[:0], s.vars.DB, sql, digest.MaxText)
 	}
 	s.dkey = key
 	s.tr.key = unsafe.String(unsafe.SliceData(key), len(key))
@@ -122,7 +141,7 @@ func (s *Session) digestID(sql string) uint64 {
 	if s.tr.key != "" {
 		return digest.ID(s.tr.key)
 	}
-	return digest.ID(string(router.DigestKey(nil, s.db, sql, digest.MaxText)))
+	return digest.ID(string(router.DigestKey(nil, s.vars.DB, sql, digest.MaxText)))
 }
 
 // stageTotals are stage counters (keyshard_stage_seconds_total): each
@@ -183,9 +202,7 @@ func (s *Session) endStmt(cmd byte, p []byte, d time.Duration, err error) {
 			s.stageNs[i].Add(int64(v)) // the session's own: no contention
 		}
 	}
-	if tr.shaped {
-		s.parser.ForgetShape() // a big statement's key and literals go now
-	}
+	tr.shape = router.Shape{} // a big statement's key and literals go now
 	sql := tr.sql
 	if sql == "" && cmd == mysql.COM_QUERY {
 		sql = unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)

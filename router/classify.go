@@ -418,22 +418,3 @@ func trimBlanks(s string) string {
 	}
 	return s
 }
-
-// ReadOnly reports whether a statement classified as info is a plain read
-// that a replica can answer: a SELECT with no side effect on the session
-// or the data, and no reason to see the master's latest state.
-func ReadOnly(info Info) bool {
-	return info.Kind == KindSelect &&
-		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagSessionFunc|FlagMasterOnly|FlagTemporary) == 0
-}
-
-// Writes reports whether a statement may change data on the master, so
-// that the session's next reads should see it (read-your-writes).
-func Writes(info Info) bool {
-	switch info.Kind {
-	case KindInsert, KindUpdate, KindDelete, KindReplace, KindDDL, KindCommit, KindCall, KindLoad,
-		KindOther, KindExecute, KindLockTables:
-		return true
-	}
-	return false
-}

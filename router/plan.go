@@ -61,55 +61,51 @@ func errorf(format string, args ...any) *Error {
 // Plan returns the plan for sql run with current database db, and the
 // literals to bind it with. A cache hit costs one Normalize pass and a map
 // lookup, and allocates nothing: the literals live in p's scratch space and
-// are valid until the next Plan with p (clone them to keep them). Statements
-// the router cannot route return an *Error.
+// are valid until the next Plan or Shape with p (clone them to keep them).
+// Statements the router cannot route return an *Error.
 func (s *Schema) Plan(p *Parser, sql string, db string, kind Kind) (*Plan, []Literal, error) {
 	if kind == KindDDL {
 		// DDL keeps its literals (DEFAULT 'x', COMMENT '...'): never cached.
 		pl, err := s.build(p, sql, db, kind, false, 0)
 		return pl, nil, err
 	}
-	p.Shape(sql, db)
-	return s.PlanShaped(p, sql, db, kind)
+	return s.PlanShape(p, p.Shape(sql, db), sql, db, kind)
 }
 
-// Shape normalizes sql run with current database db: it returns the plan
-// cache key (db, a NUL, the shape; see Normalize), which is also the
-// statement's digest key. Both the key and the literals it keeps are valid
-// until the next Shape or Plan with p.
-func (p *Parser) Shape(sql, db string) []byte {
+// Shape is a statement normalized (see Normalize): Key is the plan cache
+// key (the current database, a NUL, the shape), which is also the
+// statement's digest key; Lits are the literals taken out of it.
+type Shape struct {
+	Key  []byte
+	Lits []Literal
+}
+
+// Shape normalizes sql run with current database db. The result lives in
+// p's scratch space, valid until the next Shape or Plan with p, except for
+// a big statement's, which gets buffers of its own (so the session keeps
+// neither a big key buffer nor literals pointing into the big packet once
+// the caller drops the Shape).
+func (p *Parser) Shape(sql, db string) Shape {
 	kb, lits := p.key[:0], p.lits[:0]
-	if len(sql) > 64<<10 {
-		// A big statement: fresh buffers, so the session keeps neither a
-		// big key buffer nor literals pointing into the big packet.
+	big := len(sql) > 64<<10
+	if big {
 		kb, lits = nil, nil
 	}
 	kb, lits = appendShape(append(append(kb, db...), 0), lits, sql)
-	p.big = len(sql) > 64<<10
-	if !p.big {
+	if !big {
 		p.key, p.lits = kb, lits
 	}
-	p.shaped, p.shapedLits = kb, lits
-	return kb
+	return Shape{Key: kb, Lits: lits}
 }
 
-// ForgetShape drops the last Shape's key and literals if they were made
-// for a big statement (the scratch space of small ones is kept for reuse).
-func (p *Parser) ForgetShape() {
-	if p.big {
-		p.shaped, p.shapedLits, p.big = nil, nil, false
-	}
-}
-
-// PlanShaped is Plan for the statement p.Shape was called with last (the
-// caller had the key already, for its digest).
-func (s *Schema) PlanShaped(p *Parser, sql, db string, kind Kind) (*Plan, []Literal, error) {
+// PlanShape is Plan for sql whose Shape the caller has already (for its
+// digest).
+func (s *Schema) PlanShape(p *Parser, sh Shape, sql, db string, kind Kind) (*Plan, []Literal, error) {
 	if kind == KindDDL {
 		pl, err := s.build(p, sql, db, kind, false, 0)
 		return pl, nil, err
 	}
-	kb, lits := p.shaped, p.shapedLits
-	p.ForgetShape() // a big statement's are not kept past it
+	kb, lits := sh.Key, sh.Lits
 	if pl := s.cache.get(kb); pl != nil {
 		return pl, lits, nil
 	}

@@ -17,15 +17,9 @@ type Parser struct {
 	p   *parser.Parser
 	aux *parser.Parser // for expressions built while p's AST is in use
 
-	// Scratch space of Schema.Plan: the cache key being looked up and the
-	// statement's literals.
+	// Scratch space of Shape: the cache key and the statement's literals.
 	key  []byte
 	lits []Literal
-	// The last Shape's key and literals (in key and lits, or fresh for a
-	// big statement).
-	shaped     []byte
-	shapedLits []Literal
-	big        bool // shaped is a big statement's, not the scratch space
 }
 
 // NewParser returns a parser. The TiDB parser in it is made on first use,

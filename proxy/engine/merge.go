@@ -1,8 +1,7 @@
-package proxy
+package engine
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -20,91 +19,77 @@ import (
 //
 // read says the statement is read-only (router.ReadOnly): its legs may then
 // read from the nodes' replicas.
-func (s *Session) merged(rt *router.Routing, binary, read bool, send func(l *leg) error) error {
-	if s.txBegin != "" || s.inTx() {
-		return s.fail(newErr(errNotSupported, "keyshard: this SELECT reads %d sub-tables of sharded table %s and merges them, "+
+func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg) error) error {
+	if e.Conns.Holding() {
+		return e.Fail(Errorf(KindNotSupported, "keyshard: this SELECT reads %d sub-tables of sharded table %s and merges them, "+
 			"which runs on a connection per sub-table and so cannot see an open transaction; run it outside the transaction "+
 			"or add the shard key to WHERE (the transaction is still open)", rt.Targets(), rt.Spec.Table))
 	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
-		if max := s.snap.nodes[r.Node].Master.Options().MaxConns; len(r.SQL) > max {
-			return s.fail(newErr(errNotSupported, "keyshard: merging %d sub-tables of sharded table %s on node %s needs a connection per sub-table, "+
+		if max := e.Nodes[r.Node].Master.Options().MaxConns; len(r.SQL) > max {
+			return e.Fail(Errorf(KindNotSupported, "keyshard: merging %d sub-tables of sharded table %s on node %s needs a connection per sub-table, "+
 				"more than its max_conns_limit %d; raise max_conns_limit or add the shard key to WHERE", len(r.SQL), rt.Spec.Table, r.Node, max))
 		}
 	}
-	legs := make([]leg, 0, rt.Targets())
+	legs := make([]Leg, 0, rt.Targets())
 	routes := make([]router.Route, 0, rt.Targets())
-	releaseAll := func() {
-		for i := range legs {
-			s.release(legs[i].bc)
-		}
-	}
 	usedPinned := false
+	p := Extra
+	if read {
+		p |= Read
+	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
-		n := s.snap.nodes[r.Node]
+		n := e.Nodes[r.Node]
 		for j := range r.SQL {
 			var bc *backend.Conn
 			var err error
-			if s.pinned != nil && s.pinned.Pool() == n.Master && !usedPinned {
-				bc, usedPinned = s.pinned, true
-				s.usedNode(bc.Node())
-			} else {
-				var p *backend.Pool
-				if p, err = s.readPool(n, read, nil); p == nil && err == nil {
-					p = n.Master
-				}
-				if err == nil {
-					bc, err = s.readConn(p)
-				}
-			}
-			if err != nil {
-				releaseAll()
-				return s.fail(err)
+			if pinned := e.Conns.Pinned(); pinned != nil && pinned.Pool() == n.Master && !usedPinned {
+				bc, usedPinned = pinned, true
+				e.Trace.WaitDone(bc)
+			} else if bc, err = e.Conns.Acquire(n, p); err != nil {
+				e.releaseLegs(legs)
+				return e.Fail(err)
 			}
 			one := router.Route{Node: r.Node, SubTables: r.SubTables[j : j+1], SQL: r.SQL[j : j+1]}
 			if r.Params != nil {
 				one.Params = r.Params[j : j+1]
 			}
 			routes = append(routes, one)
-			legs = append(legs, leg{bc: bc, route: &routes[len(routes)-1]})
+			legs = append(legs, Leg{BC: bc, Route: &routes[len(routes)-1]})
 		}
 	}
-	if err := s.sendLegs(legs, send, true); err != nil {
+	if err := e.sendLegs(legs, send, true); err != nil {
 		for i := range legs {
 			// Cancel the statements sent (their connections are broken);
 			// the others go back to the pool.
-			legs[i].finished = !legs[i].bc.Broken()
+			legs[i].finished = !legs[i].BC.Broken()
 		}
-		s.cancelLegs(legs)
-		releaseAll()
-		return s.fail(err)
+		cancelLegs(legs)
+		e.releaseLegs(legs)
+		return e.Fail(err)
 	}
-	s.cur.Store(legs[0].bc)
-	err := s.relayMerged(rt, legs, binary)
-	s.cur.Store(nil)
+	e.Trace.Running(legs[0].BC)
+	err := e.relayMerged(rt, legs, binary)
+	e.Trace.Running(nil)
 	// A leg not read to the end is cancelled, and its connection closed.
-	s.cancelLegs(legs)
-	releaseAll()
-	var ce *clientError
-	if errors.As(err, &ce) {
-		return errCloseAfterReply
-	}
+	cancelLegs(legs)
+	e.releaseLegs(legs)
 	return err
 }
 
 // cancelLegs stops the statements of legs whose answer was not read to the
 // end: KILL QUERY on the backend (in the background, on a connection of
 // its own) and the connection closed rather than reused.
-func (s *Session) cancelLegs(legs []leg) {
+func cancelLegs(legs []Leg) {
 	for i := range legs {
 		l := &legs[i]
 		if l.finished {
 			continue
 		}
-		l.bc.MarkBroken()
-		pool, id := l.bc.Pool(), l.bc.ThreadID()
+		l.BC.MarkBroken()
+		pool, id := l.BC.Pool(), l.BC.ThreadID()
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
@@ -116,7 +101,7 @@ func (s *Session) cancelLegs(legs []leg) {
 
 // legSource reads a leg's rows for the merge.
 type legSource struct {
-	l        *leg
+	l        *Leg
 	warnings *uint16
 }
 
@@ -125,9 +110,9 @@ func (src *legSource) Next() ([]byte, error) {
 	if l.finished {
 		return nil, nil
 	}
-	p, err := l.bc.Packets().ReadPacket()
+	p, err := l.BC.Packets().ReadPacket()
 	if err != nil {
-		return nil, lostLeg(l, err)
+		return nil, lostConn(l.BC, err)
 	}
 	switch {
 	case len(p) > 0 && p[0] == wire.ErrHeader:
@@ -138,27 +123,25 @@ func (src *legSource) Next() ([]byte, error) {
 	case wire.IsEOF(p):
 		ok, perr := wire.ParseOK(p)
 		if perr != nil {
-			return nil, lostLeg(l, perr)
+			return nil, lostConn(l.BC, perr)
 		}
-		l.bc.Status = ok.Status
+		l.BC.Status = ok.Status
 		*src.warnings += ok.Warnings
 		l.done++
 		l.finished = true
 		if ok.Status&wire.StatusMoreResultsExists != 0 {
-			l.bc.MarkBroken() // not ours to read
+			l.BC.MarkBroken() // not ours to read
 		}
 		return nil, nil
 	}
 	return p, nil
 }
 
-// relayMerged reads every leg's column definitions, sends the client the
-// visible ones, merges the rows and ends the result.
-func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error {
-	spec := rt.Spec
-	var cols []merge.Column
-	var defs [][]byte
-	var failed error
+// mergeColumns reads every leg's column definitions: the first leg's
+// (cols), and the definitions the client sees (defs: without the hidden
+// columns the merge added). A leg that answers otherwise, or with other
+// columns, is an error for the client (failed); err is a lost backend.
+func mergeColumns(legs []Leg, hidden int, trace Tracer) (cols []merge.Column, defs [][]byte, failed, err error) {
 	for i := range legs {
 		l := &legs[i]
 		if failed != nil {
@@ -166,9 +149,9 @@ func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error
 		}
 		p, err := l.first()
 		if err != nil {
-			return s.fail(err)
+			return nil, nil, nil, err
 		}
-		s.firstByte()
+		trace.FirstByte()
 		switch p[0] {
 		case wire.ErrHeader:
 			l.finished = true
@@ -176,63 +159,66 @@ func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error
 			continue
 		case wire.OKHeader:
 			l.finished = true
-			failed = &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE,
-				Message: "keyshard: node " + l.bc.Node() + " " + l.route.SubTables[0] + " returned no result set"}
+			failed = legFailed(l, "returned no result set")
 			continue
 		}
 		n, _, perr := wire.ReadLenEncInt(p, 0)
 		if perr != nil {
-			return s.fail(lostLeg(l, perr))
+			return nil, nil, nil, lostConn(l.BC, perr)
 		}
 		if i > 0 && int(n) != len(cols) {
-			failed = &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE,
-				Message: "keyshard: node " + l.bc.Node() + " " + l.route.SubTables[0] + " returned a different number of columns than the other sub-tables"}
+			failed = legFailed(l, "returned a different number of columns than the other sub-tables")
 			continue
 		}
 		for c := range int(n) {
-			cp, err := l.bc.Packets().ReadPacket()
+			cp, err := l.BC.Packets().ReadPacket()
 			if err != nil {
-				return s.fail(lostLeg(l, err))
+				return nil, nil, nil, lostConn(l.BC, err)
 			}
 			col, perr := merge.ParseColumn(cp)
 			if perr != nil {
-				return s.fail(lostLeg(l, perr))
+				return nil, nil, nil, lostConn(l.BC, perr)
 			}
 			if i == 0 {
 				cols = append(cols, col)
-				if c < int(n)-spec.Hidden {
+				if c < int(n)-hidden {
 					defs = append(defs, append([]byte(nil), cp...))
 				}
 			} else if col.Type != cols[c].Type && failed == nil {
-				failed = &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE,
-					Message: "keyshard: node " + l.bc.Node() + " " + l.route.SubTables[0] + " returned a column of another type than the other sub-tables (is the table's definition the same everywhere?)"}
+				failed = legFailed(l, "returned a column of another type than the other sub-tables (is the table's definition the same everywhere?)")
 			}
 		}
 	}
+	return cols, defs, failed, nil
+}
+
+// relayMerged reads every leg's column definitions, sends the client the
+// visible ones, merges the rows and ends the result.
+func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool) error {
+	spec := rt.Spec
+	cols, defs, failed, err := mergeColumns(legs, spec.Hidden, e.Trace)
+	if err != nil {
+		return e.Fail(err)
+	}
 	if failed != nil {
-		s.writeError(failed)
-		return failed
+		return e.Fail(failed)
 	}
 	m, err := merge.New(merge.Config{Spec: spec, Offset: rt.Offset, Count: rt.Count, Args: rt.Args, Cols: cols,
-		Binary: binary, MaxRows: s.snap.cfg.MaxMergeRows})
+		Binary: binary, MaxRows: e.MaxMergeRows})
 	if err != nil {
-		return s.fail(err)
+		return e.Fail(err)
 	}
-	clientEOF := s.caps&mysql.CLIENT_DEPRECATE_EOF == 0
-	s.buf = mysql.AppendLengthEncodedInteger(s.buf[:0], uint64(len(defs)))
-	if err := s.pkt.WritePacket(s.buf); err != nil {
-		return &clientError{err}
+	var count [9]byte
+	if err := e.Client.Packet(mysql.AppendLengthEncodedInteger(count[:0], uint64(len(defs)))); err != nil {
+		return err
 	}
 	for _, d := range defs {
-		if err := s.pkt.WritePacket(d); err != nil {
-			return &clientError{err}
+		if err := e.Client.Packet(d); err != nil {
+			return err
 		}
 	}
-	if clientEOF {
-		s.buf = wire.AppendEOF(s.buf[:0], 0, s.status())
-		if err := s.pkt.WritePacket(s.buf); err != nil {
-			return &clientError{err}
-		}
+	if err := e.Client.ColsEnd(0, e.Conns.Status()); err != nil {
+		return err
 	}
 	var warnings uint16
 	srcs := make([]merge.Source, len(legs))
@@ -241,25 +227,20 @@ func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error
 	}
 	var clientErr error
 	done, err := m.Run(srcs, func(row []byte) error {
-		if err := s.pkt.WritePacket(row); err != nil {
-			clientErr = &clientError{err}
-			return clientErr
+		if err := e.Client.Packet(row); err != nil {
+			clientErr = err
+			return err
 		}
 		return nil
 	})
-	s.rowCount = -1
-	s.foundRows = m.Sent()
-	s.tr.rows += m.Sent()
+	e.Last.RowCount = -1
+	e.Last.FoundRows = m.Sent()
+	e.Trace.Sent(m.Sent(), 0)
 	if clientErr != nil {
 		return clientErr
 	}
 	if err != nil {
-		var be *backend.Error
-		if errors.As(err, &be) {
-			return s.fail(err)
-		}
-		s.writeError(err)
-		return err
+		return e.Fail(err)
 	}
 	if !done && !spec.Grouped && rt.Count >= 0 {
 		// Each sub-table sends at most offset+count rows: reading the rest
@@ -273,9 +254,5 @@ func (s *Session) relayMerged(rt *router.Routing, legs []leg, binary bool) error
 			}
 		}
 	}
-	s.appendResultEnd(warnings)
-	if err := s.pkt.WritePacket(s.buf); err != nil {
-		return &clientError{err}
-	}
-	return nil
+	return e.Client.ResultEnd(warnings, e.Conns.Status())
 }

@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend/wire"
+)
+
+// PerStatementStatus are the status flags that describe one statement's
+// execution (MariaDB's SERVER_STATUS_CLEAR_SET, cleared as each command
+// starts): a status keyshard writes itself never carries them over from an
+// earlier answer.
+const PerStatementStatus = mysql.SERVER_STATUS_NO_GOOD_INDEX_USED | mysql.SERVER_STATUS_NO_INDEX_USED |
+	wire.StatusMoreResultsExists | mysql.SERVER_STATUS_METADATA_CHANGED | mysql.SERVER_QUERY_WAS_SLOW |
+	mysql.SERVER_STATUS_DB_DROPPED | mysql.SERVER_STATUS_CURSOR_EXISTS | mysql.SERVER_STATUS_LAST_ROW_SEND |
+	mysql.SERVER_SESSION_STATE_CHANGED
+
+// ClientError marks an error writing to the client: the client is gone
+// (or stopped reading) and the session ends after the command.
+type ClientError struct{ Err error }
+
+func (e *ClientError) Error() string { return "client write: " + e.Err.Error() }
+func (e *ClientError) Unwrap() error { return e.Err }
+
+// Client writes answers to one client connection. It is the only place
+// that knows what the client negotiated: the EOF packets of clients without
+// CLIENT_DEPRECATE_EOF, the session-state information of OK packets for
+// clients without CLIENT_SESSION_TRACK. Executors hand it packets and
+// statuses and never branch on capabilities themselves.
+//
+// It is a concrete type on purpose: rows go through it once per packet (or
+// once per buffer, RelayRows), and an interface call there would cost on
+// every row.
+type Client struct {
+	pkt    *wire.Conn
+	caps   uint32
+	buf    []byte
+	mapErr func(error) *mysql.MyError
+}
+
+// NewClient writes to pkt; mapErr turns any error into the MySQL error the
+// client sees (the proxy's one mapper).
+func NewClient(pkt *wire.Conn, mapErr func(error) *mysql.MyError) *Client {
+	return &Client{pkt: pkt, mapErr: mapErr}
+}
+
+// SetCaps records the capabilities the client negotiated.
+func (c *Client) SetCaps(caps uint32) { c.caps = caps }
+
+// Caps returns the client's capabilities.
+func (c *Client) Caps() uint32 { return c.caps }
+
+// Packets is the client's packet connection (reads, flushes, counters).
+func (c *Client) Packets() *wire.Conn { return c.pkt }
+
+// DeprecateEOF reports whether the client negotiated CLIENT_DEPRECATE_EOF.
+func (c *Client) DeprecateEOF() bool { return c.caps&mysql.CLIENT_DEPRECATE_EOF != 0 }
+
+// Tracks reports whether the client asked for session-state tracking.
+func (c *Client) Tracks() bool { return c.caps&mysql.CLIENT_SESSION_TRACK != 0 }
+
+// Packet writes one logical packet.
+func (c *Client) Packet(p []byte) error {
+	if err := c.pkt.WritePacket(p); err != nil {
+		return &ClientError{err}
+	}
+	return nil
+}
+
+// Raw writes one physical packet (a row, or part of a long one).
+func (c *Client) Raw(p []byte) error {
+	if err := c.pkt.WriteRaw(p); err != nil {
+		return &ClientError{err}
+	}
+	return nil
+}
+
+// Error writes err as an ERR packet (mapped by the proxy's mapper). A
+// failed write shows at the next flush.
+func (c *Client) Error(err error) {
+	e := c.mapErr(err)
+	c.buf = wire.AppendErr(c.buf[:0], e.Code, e.State, e.Message)
+	_ = c.pkt.WritePacket(c.buf)
+}
+
+// OK writes an OK packet.
+func (c *Client) OK(affected, insertID uint64, status, warnings uint16, info string) error {
+	c.buf = wire.AppendOK(c.buf[:0], affected, insertID, status, warnings, info)
+	return c.Packet(c.buf)
+}
+
+// OKState writes an OK packet carrying session-state information (the
+// caller checked Tracks).
+func (c *Client) OKState(status uint16, state []byte) error {
+	c.buf = wire.AppendOKState(c.buf[:0], 0, 0, status, 0, "", state)
+	return c.Packet(c.buf)
+}
+
+// ResultEnd writes the packet that ends a result set keyshard writes
+// itself: an EOF, or with CLIENT_DEPRECATE_EOF the 0xfe-headed OK.
+func (c *Client) ResultEnd(warnings, status uint16) error {
+	if c.DeprecateEOF() {
+		c.buf = wire.AppendResultEndOK(c.buf[:0], warnings, status)
+	} else {
+		c.buf = wire.AppendEOF(c.buf[:0], warnings, status)
+	}
+	return c.Packet(c.buf)
+}
+
+// ColsEnd writes, for a client without CLIENT_DEPRECATE_EOF, the EOF that
+// follows column (or parameter) definitions; nothing for the others.
+func (c *Client) ColsEnd(warnings, status uint16) error {
+	if c.DeprecateEOF() {
+		return nil
+	}
+	return c.EOF(warnings, status)
+}
+
+// EOF writes a classic EOF packet whatever the client negotiated (a
+// cursor's EXECUTE answer, COM_FIELD_LIST).
+func (c *Client) EOF(warnings, status uint16) error {
+	c.buf = wire.AppendEOF(c.buf[:0], warnings, status)
+	return c.Packet(c.buf)
+}
+
+// RelayOK relays a backend's OK packet p (0x00-headed) whose status is
+// status, without its session-state information for a client that did
+// not ask for it.
+func (c *Client) RelayOK(p []byte, status uint16) error {
+	if status&wire.StatusSessionStateChange != 0 && !c.Tracks() {
+		c.buf = wire.StripState(c.buf[:0], p)
+		p = c.buf
+	}
+	return c.Packet(p)
+}
+
+// RelayEnd relays the backend's terminator rp of a result set's rows (a
+// 0xfe-headed OK: backends use CLIENT_DEPRECATE_EOF) with its warnings and
+// status: as an EOF for a client without CLIENT_DEPRECATE_EOF, else as it
+// came, less session state the client did not ask for. rp is one physical
+// packet.
+func (c *Client) RelayEnd(rp []byte, warnings, status uint16) error {
+	if !c.DeprecateEOF() {
+		return c.EOF(warnings, status)
+	}
+	if status&wire.StatusSessionStateChange != 0 && !c.Tracks() {
+		c.buf = wire.StripState(c.buf[:0], rp)
+		rp = c.buf
+	}
+	return c.Raw(rp)
+}
+
+// ResultSet writes a small text result set made by keyshard itself
+// (every column a VARCHAR in utf8mb4), ended with status.
+func (c *Client) ResultSet(cols []string, rows [][]string, status uint16) error {
+	c.buf = mysql.AppendLengthEncodedInteger(c.buf[:0], uint64(len(cols)))
+	if err := c.Packet(c.buf); err != nil {
+		return err
+	}
+	for _, col := range cols {
+		b := c.buf[:0]
+		b = wire.AppendLenEncString(b, "def")
+		b = wire.AppendLenEncString(b, "")
+		b = wire.AppendLenEncString(b, "")
+		b = wire.AppendLenEncString(b, "")
+		b = wire.AppendLenEncString(b, col)
+		b = wire.AppendLenEncString(b, col)
+		b = append(b, 0x0c, 45, 0) // utf8mb4_general_ci
+		b = append(b, 0, 0, 1, 0)  // column length 65536
+		b = append(b, mysql.MYSQL_TYPE_VAR_STRING, 0, 0, 0x1f, 0, 0)
+		c.buf = b
+		if err := c.Packet(c.buf); err != nil {
+			return err
+		}
+	}
+	if err := c.ColsEnd(0, status); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		b := c.buf[:0]
+		for _, v := range r {
+			b = wire.AppendLenEncString(b, v)
+		}
+		c.buf = b
+		if err := c.Packet(c.buf); err != nil {
+			return err
+		}
+	}
+	return c.ResultEnd(0, status)
+}

@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/router"
+)
+
+// Tracer is what the engine reports about a statement as it runs: the
+// session's digest trace (stages, rows, nodes) and KILL bookkeeping. Calls
+// are per statement or per result, never per row.
+type Tracer interface {
+	WaitStart()                // getting a backend connection starts
+	WaitDone(bc *backend.Conn) // ... and is over (bc nil: it failed)
+	FirstByte()                // the first packet of a backend's answer arrived
+	Sent(rows, affected uint64)
+	Running(bc *backend.Conn) // bc runs the statement (nil: none), for KILL QUERY
+	Killed() bool             // the session was killed
+}
+
+// Conns is how the engine gets backend connections: the session's Lease
+// (a fake in tests).
+type Conns interface {
+	Acquire(n *backend.Node, p Purpose) (*backend.Conn, error)
+	Release(bc *backend.Conn)
+	// Lost releases a connection that failed; it reports whether an open
+	// transaction went with it.
+	Lost(bc *backend.Conn) (wasTx bool)
+	Pinned() *backend.Conn
+	Holding() bool  // a transaction is open or deferred
+	Deferred() bool // a BEGIN is deferred
+	Status() uint16 // the status the client sees between statements
+}
+
+// Last holds what the session's last statement reports through
+// LAST_INSERT_ID(), ROW_COUNT() and FOUND_ROWS(), which keyshard answers
+// itself (the backend connection that ran the statement may serve
+// another client by the next one).
+type Last struct {
+	InsertID  uint64
+	RowCount  int64
+	FoundRows uint64
+}
+
+// Result summarises a relayed answer.
+type Result struct {
+	ResultSets int
+	Rows       uint64
+	Started    bool           // a packet of the answer arrived (nothing can be retried after)
+	Err        *mysql.MyError // a MySQL error the backend returned (already relayed)
+}
+
+// ErrClose tells the session to close the client connection after the
+// answer (an open transaction was lost with its backend).
+var ErrClose = errors.New("close after reply")
+
+// Engine runs statements for one client session: it gets connections
+// from Conns, sends, and relays answers to Client. Every result set read
+// from a backend and written to a client goes through it.
+//
+// Entry points write the whole answer, errors included, and return nil on
+// success, the error the client was sent (for metrics), a *ClientError
+// when the client is gone, or ErrClose.
+type Engine struct {
+	Client *Client
+	Conns  Conns
+	Trace  Tracer
+	Vars   *Vars
+	Last   *Last
+	// Nodes is the running configuration's nodes by name (replaced on
+	// each config rebind).
+	Nodes map[string]*backend.Node
+	// MaxMergeRows bounds the rows a merge holds (max_merge_rows).
+	MaxMergeRows int
+}
+
+// Fail writes err to the client and returns it.
+func (e *Engine) Fail(err error) error {
+	e.Client.Error(err)
+	return err
+}
+
+// Lost handles an error that left bc unusable or the client gone: the
+// connection is discarded, the error written (with a second one when an
+// open transaction went with the connection, which then ends the session).
+func (e *Engine) Lost(bc *backend.Conn, err error) error {
+	var ce *ClientError
+	if errors.As(err, &ce) {
+		bc.MarkBroken()
+		e.Conns.Release(bc)
+		return err
+	}
+	wasTx := e.Conns.Lost(bc)
+	if e.Trace.Killed() {
+		err = Errorf(KindKilled, "Query execution was interrupted (connection killed)")
+	}
+	e.Client.Error(err)
+	if wasTx {
+		// The transaction is gone with the backend connection: the client
+		// must not go on as if it were still open.
+		e.Client.Error(Errorf(KindTxLost, "keyshard: node %s: connection lost inside a transaction; it was rolled back", bc.Node()))
+		return ErrClose
+	}
+	return err
+}
+
+// lostConn marks bc broken after a failed read or an answer that does not
+// decode.
+func lostConn(bc *backend.Conn, err error) error {
+	bc.MarkBroken()
+	return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "connection lost during query", Err: err}
+}
+
+// sendErr is the error for a command that could not be sent to bc.
+func sendErr(bc *backend.Conn, err error) error {
+	bc.MarkBroken()
+	return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err}
+}
+
+// Send writes one command packet p (command byte first) to bc.
+func Send(bc *backend.Conn, p []byte) error {
+	bp := bc.Packets()
+	err := bp.WriteCommand(p[0], p[1:])
+	if err == nil {
+		err = bp.Flush()
+	}
+	if err != nil {
+		return sendErr(bc, err)
+	}
+	return nil
+}
+
+// Forward runs one command on node n (nil: the pinned connection, else the
+// default node) and relays the answer: raw is the client's command packet,
+// or sql a query to send instead. info classifies a statement (nil for
+// other commands).
+//
+// A statement that fails before any answer arrived, on a connection that
+// was not pinned (a pooled one may have been closed by the server while
+// idle), is retried once on a fresh connection, another replica for a
+// read: nothing was executed or sent to the client.
+func (e *Engine) Forward(n *backend.Node, raw []byte, sql *string, info *router.Info) error {
+	return e.ForwardThen(n, raw, sql, info, nil)
+}
+
+// ForwardThen is Forward with after called on the connection that ran the
+// command, once its answer has been relayed and before it is released.
+func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *router.Info, after func(bc *backend.Conn, res Result)) error {
+	cmd := byte(mysql.COM_QUERY)
+	if raw != nil {
+		cmd = raw[0]
+	}
+	retriable := e.Conns.Pinned() == nil && !e.Conns.Deferred() && (raw == nil || cmd != mysql.COM_QUERY ||
+		info != nil && (info.Kind == router.KindSelect || info.Kind == router.KindShow) &&
+			info.Flags&(router.FlagMulti|router.FlagGetLock|router.FlagUserVar) == 0)
+	p := Write
+	if info != nil && cmd == mysql.COM_QUERY && router.ReadOnly(*info) {
+		p = Read
+	}
+	for attempt := 0; ; attempt++ {
+		bc, err := e.Conns.Acquire(n, p)
+		if err != nil {
+			return e.Fail(err)
+		}
+		start := time.Now()
+		bp := bc.Packets()
+		if sql != nil {
+			err = bp.WriteCommandString(mysql.COM_QUERY, *sql)
+		} else {
+			err = bp.WriteCommand(raw[0], raw[1:])
+		}
+		if err == nil {
+			err = bp.Flush()
+		}
+		var res Result
+		if err != nil {
+			err = sendErr(bc, err)
+		} else {
+			e.Trace.Running(bc)
+			if cmd == mysql.COM_STATISTICS {
+				err = e.relayOne(bc)
+				res.Started = true
+			} else {
+				res, err = e.Relay(bc, cmd == mysql.COM_FIELD_LIST, nil)
+			}
+			e.Trace.Running(nil)
+		}
+		bc.Pool().Observe(time.Since(start), err != nil || res.Err != nil)
+		if err != nil {
+			if retriable && attempt == 0 && !res.Started && backend.KindOf(err) == backend.KindLost {
+				e.Conns.Release(bc) // broken: discarded
+				p |= Retry
+				continue
+			}
+			return e.Lost(bc, err)
+		}
+		if info != nil && info.Flags&router.FlagCalcFoundRows != 0 && res.ResultSets > 0 {
+			e.readFoundRows(bc)
+		}
+		if after != nil {
+			after(bc, res)
+		}
+		e.Conns.Release(bc)
+		if res.Err != nil {
+			return res.Err
+		}
+		return nil
+	}
+}
+
+// readFoundRows reads FOUND_ROWS() back from bc after a statement with
+// SQL_CALC_FOUND_ROWS: the relay counted the rows sent, FOUND_ROWS() wants
+// the rows before LIMIT, which only the backend knows.
+func (e *Engine) readFoundRows(bc *backend.Conn) {
+	if r, err := bc.Exec("SELECT FOUND_ROWS()"); err == nil && len(r.Rows) == 1 && r.Rows[0][0] != nil {
+		e.Last.FoundRows, _ = strconv.ParseUint(*r.Rows[0][0], 10, 64)
+	}
+}
+
+// relayOne relays a single-packet answer (COM_STATISTICS).
+func (e *Engine) relayOne(bc *backend.Conn) error {
+	p, err := bc.Packets().ReadPacket()
+	if err != nil {
+		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "reading answer", Err: err}
+	}
+	e.Trace.FirstByte()
+	return e.Client.Packet(p)
+}
+
+// Run is how to run the statements of a bound routing.
+type Run struct {
+	Kind router.Kind
+	Read bool // read-only: legs may read from replicas
+	// Send buffers and flushes a leg's statements as prepared executions
+	// (binary rows); nil: text statements.
+	Send func(l *Leg) error
+	// One runs a routing with a single target: sub-table r on node n.
+	One func(n *backend.Node, r *router.Route) error
+	// Cursor: the client asked for a cursor, which needs one target.
+	Cursor bool
+}
+
+// Route runs a bound routing: one target through run.One, a SELECT
+// whose sub-table results need merging through the streaming merge, any
+// other fan-out (SELECT relayed as one result set, writes and DDL summed
+// into one OK) on one connection per node.
+func (e *Engine) Route(rt *router.Routing, pl *router.Plan, run Run) error {
+	if rt.Merge != "" {
+		return e.Fail(MergeErr(rt, pl))
+	}
+	if rt.Targets() == 1 {
+		r := &rt.Routes[0]
+		return run.One(e.Nodes[r.Node], r)
+	}
+	if run.Cursor {
+		t := pl.Tables()[0]
+		return e.Fail(Errorf(KindNotSupported, "keyshard: a cursor over %d sub-tables of sharded table %s is not supported; "+
+			"add the shard key %s to WHERE to reach one sub-table", rt.Targets(), t.Table, t.Key))
+	}
+	if rt.Spec != nil {
+		send := run.Send
+		if send == nil {
+			send = sendQuery
+		}
+		return e.merged(rt, run.Send != nil, run.Read, send)
+	}
+	send := run.Send
+	if send == nil {
+		send = e.sendBatch
+	}
+	return e.fanOut(rt, run.Kind == router.KindSelect, run.Read, send)
+}
+
+// MergeErr refuses a statement over several sub-tables whose result needs
+// a merge keyshard does not do (rt.Merge says which).
+func MergeErr(rt *router.Routing, pl *router.Plan) error {
+	t := pl.Tables()[0]
+	return Errorf(KindNotSupported, "keyshard: statement over %d sub-tables of sharded table %s: %s; "+
+		"add the shard key %s to WHERE to reach one sub-table", rt.Targets(), t.Table, rt.Merge, t.Key)
+}

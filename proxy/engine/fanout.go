@@ -1,0 +1,369 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/router"
+)
+
+// Leg is one connection's part of a fan-out: its connection and statements.
+type Leg struct {
+	BC    *backend.Conn
+	Route *router.Route
+	// Pipelined: each statement was sent as its own command (prepared
+	// statements), so each has its own answer; else the statements form
+	// one multi-statement batch that stops at the first error.
+	Pipelined bool
+
+	done     int  // statements whose answer has been read
+	finished bool // the last packet of the leg's answer has been read
+}
+
+// next reports whether more answers follow on the leg after one that ended
+// with status.
+func (l *Leg) next(status uint16) bool {
+	if status&wire.StatusMoreResultsExists != 0 {
+		return true
+	}
+	if l.Pipelined && l.done < len(l.Route.SQL) {
+		// The next command's answer starts its own packet sequence.
+		l.BC.Packets().Seq = 1
+		return true
+	}
+	return false
+}
+
+// first reads the first packet of the leg's next answer (never empty).
+func (l *Leg) first() ([]byte, error) {
+	p, err := l.BC.Packets().ReadPacket()
+	if err != nil {
+		return nil, lostConn(l.BC, err)
+	}
+	if len(p) == 0 {
+		return nil, lostConn(l.BC, wire.ErrMalformed)
+	}
+	return p, nil
+}
+
+// legError names the node and sub-table of a backend error; the errno and
+// SQLSTATE stay the backend's.
+func legError(l *Leg, e *mysql.MyError) *mysql.MyError {
+	sub := ""
+	if l.done < len(l.Route.SubTables) {
+		sub = " " + l.Route.SubTables[l.done]
+	}
+	return &mysql.MyError{Code: e.Code, State: e.State, Message: "keyshard: node " + l.BC.Node() + sub + ": " + e.Message}
+}
+
+// legFailed is an error of keyshard's own about a leg's answer.
+func legFailed(l *Leg, msg string) *mysql.MyError {
+	sub := ""
+	if l.done < len(l.Route.SubTables) {
+		sub = " " + l.Route.SubTables[l.done]
+	}
+	return &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE,
+		Message: "keyshard: node " + l.BC.Node() + sub + " " + msg}
+}
+
+// sendQuery sends a merge leg's statement as a COM_QUERY.
+func sendQuery(l *Leg) error {
+	bp := l.BC.Packets()
+	if err := bp.WriteCommandString(mysql.COM_QUERY, l.Route.SQL[0]); err != nil {
+		return err
+	}
+	return bp.Flush()
+}
+
+// sendBatch sends a fan-out leg's statements as one multi-statement batch
+// (the connection is switched to multi-statements for it).
+func (e *Engine) sendBatch(l *Leg) error {
+	if len(l.Route.SQL) > 1 {
+		if err := l.BC.Sync(e.Vars.DB, true, e.Vars.State); err != nil {
+			return err
+		}
+	}
+	bp := l.BC.Packets()
+	if err := bp.WriteCommandString(mysql.COM_QUERY, strings.Join(l.Route.SQL, ";")); err != nil {
+		return err
+	}
+	return bp.Flush()
+}
+
+// fanOut runs rt's statements on one connection per node: send writes a
+// leg's statements (and flushes them) and is called for every leg before
+// any answer is read, so the nodes work in parallel and the latency is the
+// slowest node's. The answers are relayed as one result set (isSelect:
+// rows in sub-table order, never buffered) or summed into one OK.
+func (e *Engine) fanOut(rt *router.Routing, isSelect, read bool, send func(l *Leg) error) error {
+	if len(rt.Routes) > 1 && e.Conns.Holding() {
+		return e.Fail(crossNode("keyshard: inside a transaction this statement would touch nodes %s and %s; "+
+			"a transaction can touch one node only (the transaction is still open)", rt.Routes[0].Node, rt.Routes[1].Node))
+	}
+	p := Write
+	if read {
+		p = Read
+	}
+	legs := make([]Leg, 0, len(rt.Routes))
+	for i := range rt.Routes {
+		r := &rt.Routes[i]
+		bc, err := e.Conns.Acquire(e.Nodes[r.Node], p)
+		if err != nil {
+			e.releaseLegs(legs)
+			return e.Fail(err)
+		}
+		legs = append(legs, Leg{BC: bc, Route: r})
+	}
+	if err := e.sendLegs(legs, send, false); err != nil {
+		e.releaseLegs(legs)
+		return e.Fail(err)
+	}
+	e.Trace.Running(legs[0].BC)
+	var err error
+	if isSelect {
+		err = e.relayScatter(legs)
+	} else {
+		err = e.collectOKs(legs, rt)
+	}
+	e.Trace.Running(nil)
+	// A connection whose answer was not read to the end must not go back
+	// to the pool: the next user would read the rest.
+	for i := range legs {
+		if !legs[i].finished {
+			legs[i].BC.MarkBroken()
+		}
+	}
+	e.releaseLegs(legs)
+	return err
+}
+
+func (e *Engine) releaseLegs(legs []Leg) {
+	for i := range legs {
+		e.Conns.Release(legs[i].BC)
+	}
+}
+
+// sendLegs sends every leg its statements. On an error the legs already
+// sent are marked broken (their answers would reach the pool's next user)
+// and the error is returned for the client: a statement refused before
+// anything was sent (state sync, PREPARE) as the server gave it (named
+// by node and sub-table when name), a lost connection as such. The
+// caller releases the legs.
+func (e *Engine) sendLegs(legs []Leg, send func(l *Leg) error, name bool) error {
+	for i := range legs {
+		l := &legs[i]
+		err := send(l)
+		if err == nil {
+			continue
+		}
+		var me *mysql.MyError
+		if errors.As(err, &me) {
+			if name {
+				err = legError(l, me)
+			}
+			if !l.BC.Broken() && i == 0 {
+				return err
+			}
+		}
+		for j := 0; j <= i; j++ {
+			legs[j].BC.MarkBroken()
+		}
+		var be *backend.Error
+		if !errors.As(err, &be) && me == nil {
+			err = &backend.Error{Kind: backend.KindLost, Node: l.BC.Node(), Addr: l.BC.Addr(), Msg: "sending statement", Err: err}
+		}
+		return err
+	}
+	return nil
+}
+
+// relayScatter relays the result sets of every leg as one: the first
+// result's column definitions, then the rows of each, then one end packet.
+func (e *Engine) relayScatter(legs []Leg) error {
+	var ncols uint64
+	started := false
+	var warnings uint16
+	var rows uint64
+	var failed *mysql.MyError
+	for i := range legs {
+		l := &legs[i]
+		bp := l.BC.Packets()
+		if failed != nil {
+			// Not worth draining: the connection is closed instead.
+			l.BC.MarkBroken()
+			continue
+		}
+		for more := true; more; {
+			p, err := l.first()
+			if err != nil {
+				return e.Fail(err)
+			}
+			e.Trace.FirstByte()
+			switch p[0] {
+			case wire.ErrHeader:
+				failed = legError(l, wire.ParseErr(p))
+				more = false
+				l.finished = true
+				continue
+			case wire.OKHeader:
+				// A statement without a result set in a SELECT fan-out.
+				ok, _ := wire.ParseOK(p)
+				l.BC.Status = ok.Status
+				l.done++
+				more = l.next(ok.Status)
+				l.finished = !more
+				continue
+			}
+			if started {
+				n, _, perr := wire.ReadLenEncInt(p, 0)
+				if perr != nil {
+					return e.Fail(lostConn(l.BC, perr))
+				}
+				if n != ncols {
+					failed = legFailed(l, "returned a different number of columns than the other sub-tables")
+					l.BC.MarkBroken()
+					more = false
+					continue
+				}
+				for range n {
+					if _, err := bp.ReadPacket(); err != nil {
+						return e.Fail(lostConn(l.BC, err))
+					}
+				}
+			} else {
+				if ncols, err = e.relayColumns(l.BC, p); err != nil {
+					return e.failRelay(err)
+				}
+				if err := e.Client.ColsEnd(0, e.Conns.Status()); err != nil {
+					return err
+				}
+				started = true
+			}
+			// Rows, one physical packet at a time.
+			cont := false
+			for {
+				rp, err := bp.ReadRaw()
+				if err != nil {
+					return e.Fail(lostConn(l.BC, err))
+				}
+				if cont {
+					cont = len(rp) == wire.MaxPayload
+					if err := e.Client.Raw(rp); err != nil {
+						return err
+					}
+					continue
+				}
+				if len(rp) > 0 && rp[0] == wire.ErrHeader && len(rp) < wire.MaxPayload {
+					failed = legError(l, wire.ParseErr(rp))
+					more = false
+					l.finished = true
+					break
+				}
+				if wire.IsEOF(rp) {
+					ok, perr := wire.ParseOK(rp)
+					if perr != nil {
+						return e.Fail(lostConn(l.BC, perr))
+					}
+					l.BC.Status = ok.Status
+					warnings += ok.Warnings
+					l.done++
+					more = l.next(ok.Status)
+					l.finished = !more
+					break
+				}
+				rows++
+				cont = len(rp) == wire.MaxPayload
+				if err := e.Client.Raw(rp); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	e.Last.RowCount = -1
+	e.Last.FoundRows = rows
+	e.Trace.Sent(rows, 0)
+	if failed != nil {
+		return e.Fail(failed)
+	}
+	if !started {
+		e.Client.Error(Errorf(KindNoResult, "keyshard: the fan-out returned no result set"))
+		return nil
+	}
+	return e.Client.ResultEnd(warnings, e.Conns.Status())
+}
+
+// failRelay reports an error from a relay helper: a client error as it is
+// (nothing more can be written), a backend one to the client.
+func (e *Engine) failRelay(err error) error {
+	var ce *ClientError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return e.Fail(err)
+}
+
+// collectOKs reads the OK packets of a write fan-out and answers with one
+// OK: affected rows summed, the insert id of the statement holding the
+// client's first row, warnings summed. The first error (naming its node and
+// sub-table) is reported instead; statements on other sub-tables may have
+// been applied, as with any multi-statement batch.
+func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
+	var affected, insertID uint64
+	var warnings uint16
+	var failed *mysql.MyError
+	for i := range legs {
+		l := &legs[i]
+		for more := true; more; {
+			p, err := l.first()
+			if err != nil {
+				return e.Fail(err)
+			}
+			e.Trace.FirstByte()
+			switch p[0] {
+			case wire.ErrHeader:
+				if failed == nil {
+					failed = legError(l, wire.ParseErr(p))
+				}
+				// A batch stops at its first error; pipelined statements
+				// each answer.
+				l.done++
+				more = l.next(0)
+				l.finished = !more
+			case wire.OKHeader:
+				ok, perr := wire.ParseOK(p)
+				if perr != nil {
+					return e.Fail(lostConn(l.BC, perr))
+				}
+				l.BC.Status = ok.Status
+				affected += ok.AffectedRows
+				warnings += ok.Warnings
+				if i == rt.FirstRoute && l.done == rt.FirstSQL {
+					insertID = ok.InsertID
+				}
+				l.done++
+				more = l.next(ok.Status)
+				l.finished = !more
+			default:
+				// A result set where none was expected: not ours to relay.
+				l.BC.MarkBroken()
+				if failed == nil {
+					failed = &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE,
+						Message: "keyshard: node " + l.BC.Node() + ": unexpected result set in a write fan-out"}
+				}
+				more = false
+			}
+		}
+	}
+	if failed != nil {
+		return e.Fail(failed)
+	}
+	e.Last.RowCount = int64(affected)
+	e.Trace.Sent(0, affected)
+	if insertID != 0 {
+		e.Last.InsertID = insertID
+	}
+	return e.Client.OK(affected, insertID, e.Conns.Status(), warnings, "")
+}

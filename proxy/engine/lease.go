@@ -1,0 +1,385 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+)
+
+// Vars is the session state a backend connection is synced to before it
+// serves the client (backend.Conn.Sync). The session owns it; the lease
+// and the engine read it.
+type Vars struct {
+	DB    string         // current database ("" for none)
+	Multi bool           // multi-statements on (CLIENT_MULTI_STATEMENTS, COM_SET_OPTION)
+	State *backend.State // charset and session variables
+}
+
+// Purpose says what a connection is acquired for; the flags combine.
+type Purpose uint8
+
+const (
+	// Write (no flag): a statement that may change data or session state.
+	// It gets the pinned connection when that is on its node, opens a
+	// deferred BEGIN, and is refused when a transaction is open on another
+	// node.
+	Write Purpose = 0
+	// Read: a read-only statement. Outside a transaction and without
+	// pinned state it may go to one of the node's replicas.
+	Read Purpose = 1 << iota
+	// Retry: a read retried after its first connection failed before any
+	// answer: the replica that failed is avoided.
+	Retry
+	// Meta: metadata only (PREPARE). Never opens a deferred transaction,
+	// never refused by one on another node, never pinned.
+	Meta
+	// Extra: one more connection on a node for a merge leg: never the
+	// pinned one, never pinned.
+	Extra
+)
+
+// Lease owns the backend connections a client session holds, and why. A
+// statement acquires a connection for a node and a purpose and releases it
+// when its answer has been relayed; Release decides whether the connection
+// goes back to its pool or stays pinned to the session. The rules for
+// pinning are all here:
+//
+//   - a transaction (the server reports one, or autocommit is off) or
+//     LOCK TABLES pins the connection, and ties the session to its node;
+//   - state that lives only on that connection (user variables, GET_LOCK,
+//     temporary tables, text PREPARE, multi-statement batches, unparsed
+//     SET) pins it for good (sticky);
+//   - an open cursor pins the connection holding it;
+//   - with sharded tables, BEGIN is deferred and opened on the node of the
+//     transaction's first statement;
+//   - read/write splitting sends reads to replicas only when nothing is
+//     pinned or pending, and not within the read-your-writes window after
+//     the session's last write.
+//
+// It belongs to the session's goroutine.
+type Lease struct {
+	// Set by the session (at login and on each config rebind).
+	Ctx     context.Context
+	Vars    *Vars
+	Default *backend.Node // the user's schema's default node (nil: no schema)
+	User    string
+	Split   bool          // reads may go to replicas (user and schema allow it)
+	RYW     time.Duration // read-your-writes window (0: off)
+	Trace   Tracer
+	// OnDiscard is called for a pinned connection that is discarded, so
+	// the session can forget cursors it held.
+	OnDiscard func(bc *backend.Conn)
+
+	pinned     *backend.Conn
+	sticky     string // why the connection is pinned for good ("" if not)
+	lockTables bool
+	txBegin    string // a BEGIN not sent yet (see Defer)
+	cursors    int    // statements with an open cursor (they pin the connection)
+	lastWrite  int64  // unix nanos of the session's last write
+	meta       *backend.Conn
+	lastRead   *backend.Pool // the replica pool of the last read acquire
+}
+
+// Pinned returns the pinned connection (nil: none).
+func (l *Lease) Pinned() *backend.Conn { return l.pinned }
+
+// Sticky says why the connection is pinned for good ("" if not).
+func (l *Lease) Sticky() string { return l.sticky }
+
+// Stick pins the session's connection for good, for why (the first reason
+// is kept).
+func (l *Lease) Stick(why string) {
+	if l.sticky == "" {
+		l.sticky = why
+	}
+}
+
+// SetLockTables records LOCK TABLES (true) or UNLOCK TABLES.
+func (l *Lease) SetLockTables(on bool) { l.lockTables = on }
+
+// Defer holds BEGIN / START TRANSACTION (sql) until the first statement
+// picks the transaction's node; "" drops a deferred one.
+func (l *Lease) Defer(sql string) { l.txBegin = sql }
+
+// Deferred reports whether a BEGIN is held back.
+func (l *Lease) Deferred() bool { return l.txBegin != "" }
+
+// CursorOpened and CursorClosed count open cursors (each pins).
+func (l *Lease) CursorOpened() { l.cursors++ }
+
+// CursorClosed is CursorOpened's counterpart.
+func (l *Lease) CursorClosed() { l.cursors-- }
+
+// InTx reports whether the pinned connection holds a transaction or table
+// locks, which tie the session to its node.
+func (l *Lease) InTx() bool {
+	return l.pinned != nil && (l.pinned.Status&wire.StatusInTrans != 0 || l.pinned.Status&wire.StatusAutocommit == 0 || l.lockTables)
+}
+
+// Holding reports whether a transaction is open or deferred.
+func (l *Lease) Holding() bool { return l.txBegin != "" || l.InTx() }
+
+// Status is the server status the client should see between statements.
+func (l *Lease) Status() uint16 {
+	if l.txBegin != "" {
+		return wire.StatusAutocommit | wire.StatusInTrans
+	}
+	if l.pinned != nil {
+		return l.pinned.Status &^ PerStatementStatus
+	}
+	return wire.StatusAutocommit
+}
+
+// MarkWrite starts the read-your-writes window.
+func (l *Lease) MarkWrite() { l.lastWrite = time.Now().UnixNano() }
+
+// Tracking reports whether the session tracks its writes for
+// read-your-writes (it splits reads and the window is on).
+func (l *Lease) Tracking() bool { return l.Split && l.RYW > 0 }
+
+// ResetSession forgets the session's routing state (a new login, a
+// COM_RESET_CONNECTION): no deferred BEGIN, no write window.
+func (l *Lease) ResetSession() {
+	l.txBegin = ""
+	l.lastWrite = 0
+}
+
+// Acquire returns a connection on node n (nil: the pinned connection, else
+// the default node) for purpose p, synced to the session's Vars.
+func (l *Lease) Acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
+	l.Trace.WaitStart()
+	bc, err := l.acquire(n, p)
+	l.Trace.WaitDone(bc)
+	return bc, err
+}
+
+func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
+	var skip *backend.Pool
+	if p&Retry != 0 {
+		skip = l.lastRead
+	}
+	l.lastRead = nil
+	if p&Meta != 0 {
+		// Prepared (for its metadata) where the executions may run: on a
+		// replica when the session can read from one, so that reads go
+		// on while the master is down; else the master, whatever fails.
+		var bc *backend.Conn
+		if p&Read != 0 {
+			if rp, _ := l.readPool(n, nil); rp != nil {
+				bc, _ = l.synced(rp)
+			}
+		}
+		var err error
+		if bc == nil {
+			bc, err = l.onNode(n, false)
+		}
+		if err == nil && bc != l.pinned {
+			l.meta = bc
+		}
+		return bc, err
+	}
+	if p&Extra != 0 {
+		var pool *backend.Pool
+		if p&Read != 0 {
+			var err error
+			if pool, err = l.readPool(n, nil); err != nil {
+				return nil, err
+			}
+		}
+		if pool == nil {
+			pool = n.Master
+		}
+		return l.synced(pool)
+	}
+	if p&Read != 0 {
+		rp, err := l.readPool(n, skip)
+		if err != nil {
+			return nil, err
+		}
+		if rp != nil {
+			l.lastRead = rp
+			bc, err := l.synced(rp)
+			if err != nil && skip == nil && RetryRead(err) {
+				// Once more elsewhere: another replica or the master.
+				return l.acquire(n, p|Retry)
+			}
+			return bc, err
+		}
+	}
+	return l.onNode(n, true)
+}
+
+// readPool returns the replica pool a read on node n (nil: the default
+// node) should use, or nil for the session's usual master connection.
+// skip is a pool a retry must avoid. With no replica able to serve and
+// master_reads off, it fails with an error naming the node.
+func (l *Lease) readPool(n *backend.Node, skip *backend.Pool) (*backend.Pool, error) {
+	if !l.Split || l.pinned != nil || l.txBegin != "" || l.sticky != "" {
+		return nil, nil
+	}
+	if n == nil {
+		n = l.Default
+	}
+	if n == nil || !n.Splits() {
+		return nil, nil
+	}
+	if l.RYW > 0 && l.lastWrite != 0 && time.Duration(time.Now().UnixNano()-l.lastWrite) < l.RYW {
+		return nil, nil
+	}
+	p := n.ReadPool(skip)
+	if p == nil {
+		return nil, &backend.Error{Kind: backend.KindDown, Node: n.Name, Addr: n.Master.Addr(), Role: backend.RoleReplica,
+			Msg: "no replica can serve reads (all down, lagging or failed) and master_reads is off"}
+	}
+	return p, nil
+}
+
+// onNode returns the connection for the next statement on node n: the
+// pinned one when it is on that node, else one from the node's master pool
+// synced to the session. With tx, a connection pinned by a transaction on
+// another node is an error (a transaction stays on one node), and a
+// deferred BEGIN is opened on the connection returned.
+func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
+	if n == nil {
+		if l.pinned != nil {
+			return l.pinned, nil
+		}
+		n = l.Default
+	}
+	if n == nil {
+		return nil, ErrNoSchema(l.User)
+	}
+	if l.pinned != nil {
+		if l.pinned.Pool() == n.Master {
+			return l.pinned, nil
+		}
+		if tx && l.Holding() {
+			return nil, crossNode("keyshard: this statement needs node %s, but the open transaction is on node %s; "+
+				"a transaction can touch one node only (the transaction is still open)", n.Name, l.pinned.Node())
+		}
+	}
+	bc, err := l.synced(n.Master)
+	if err != nil {
+		return nil, err
+	}
+	if tx && l.txBegin != "" {
+		if _, err := bc.Exec(l.txBegin); err != nil {
+			l.Release(bc)
+			return nil, err
+		}
+		l.txBegin = ""
+	}
+	return bc, nil
+}
+
+// synced gets a connection from pool p and syncs it to the session.
+func (l *Lease) synced(p *backend.Pool) (*backend.Conn, error) {
+	bc, err := p.Get(l.Ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := bc.Sync(l.Vars.DB, l.Vars.Multi, l.Vars.State); err != nil {
+		l.putBack(bc)
+		return nil, err
+	}
+	return bc, nil
+}
+
+// putBack returns bc to its pool (closed if broken); never pins.
+func (l *Lease) putBack(bc *backend.Conn) {
+	if bc.Broken() {
+		bc.Pool().Discard(bc)
+		return
+	}
+	bc.Pool().Put(bc)
+}
+
+// Release gives back a connection from Acquire: it stays pinned if the
+// session needs it, else goes back to its pool (closed if broken).
+func (l *Lease) Release(bc *backend.Conn) {
+	if bc == l.meta {
+		l.meta = nil
+		if bc != l.pinned {
+			l.putBack(bc)
+		}
+		return
+	}
+	pool := bc.Pool()
+	if bc.Broken() {
+		if l.pinned == bc {
+			if l.cursors > 0 && l.OnDiscard != nil {
+				l.OnDiscard(bc)
+			}
+			l.pinned = nil
+		}
+		pool.Discard(bc)
+		return
+	}
+	if l.pinned != nil && l.pinned != bc {
+		// A statement on another node while the session keeps state on
+		// its pinned connection: this one goes back, unless it was left
+		// inside a transaction (it cannot be pinned too), then it is closed,
+		// which rolls the transaction back.
+		if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 {
+			pool.Discard(bc)
+			return
+		}
+		pool.Put(bc)
+		return
+	}
+	if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 || l.sticky != "" || l.lockTables || l.cursors > 0 {
+		l.pinned = bc
+		return
+	}
+	l.pinned = nil
+	pool.Put(bc)
+}
+
+// Lost releases bc after it failed (marked broken): the connection and
+// every pin on it go. It reports whether bc held an open transaction, now
+// rolled back with it.
+func (l *Lease) Lost(bc *backend.Conn) (wasTx bool) {
+	wasTx = l.pinned == bc && bc.Status&wire.StatusInTrans != 0
+	bc.MarkBroken()
+	l.Release(bc)
+	l.sticky, l.lockTables = "", false
+	return wasTx
+}
+
+// End gives the pinned connection back at the end of a session (or before
+// COM_RESET_CONNECTION / COM_CHANGE_USER): cleaned with one reset (roll
+// back, drop temporary tables, locks and variables), or closed.
+func (l *Lease) End() {
+	l.cursors = 0
+	l.sticky, l.lockTables, l.txBegin = "", false, ""
+	bc := l.pinned
+	if bc == nil {
+		return
+	}
+	l.pinned = nil
+	pool := bc.Pool()
+	if bc.Broken() {
+		pool.Discard(bc)
+		return
+	}
+	_ = bc.SetDeadline(time.Now().Add(5 * time.Second))
+	err := bc.Reset()
+	_ = bc.SetDeadline(time.Time{})
+	if err != nil {
+		pool.Discard(bc)
+		return
+	}
+	pool.Put(bc)
+}
+
+// RetryRead reports whether a read that failed with err before anything
+// reached the client may be retried on another backend.
+func RetryRead(err error) bool {
+	switch backend.KindOf(err) {
+	case backend.KindLost, backend.KindConnect, backend.KindDown, backend.KindPoolTimeout, backend.KindClosed:
+		return true
+	}
+	return false
+}

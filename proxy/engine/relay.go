@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+)
+
+// Relay copies the answer to one command from bc to the client, decoding
+// only framing packets (OK, ERR, EOF, column count). Rows are never
+// decoded and memory stays bounded by the buffers, whatever the size of
+// the result. Backend connections always use CLIENT_DEPRECATE_EOF; the
+// Client puts the EOF packets back for clients without it.
+//
+// fieldList: the answer to COM_FIELD_LIST (column definitions and an
+// end). cols, for the answer to COM_STMT_EXECUTE, is the column count the
+// client last saw for the statement: a first result set with another count
+// is flagged SERVER_STATUS_METADATA_CHANGED in the EOF keyshard writes after
+// its column definitions, as MariaDB does when it re-prepares a statement
+// whose columns changed (keyshard's backend handle may be younger than the
+// client's PREPARE, so the backend's own flag cannot be relied on), and
+// *cols is updated.
+//
+// An error returned is either a *backend.Error (backend lost: bc is broken)
+// or a *ClientError (client gone: bc is abandoned mid-answer). In both cases
+// the caller discards bc.
+func (e *Engine) Relay(bc *backend.Conn, fieldList bool, cols *int) (Result, error) {
+	var res Result
+	if fieldList {
+		res.ResultSets++
+		_, err := e.relayRows(bc, nil, 0, true, &res)
+		return res, err
+	}
+	for {
+		p, done, err := e.readResult(bc, &res)
+		if done || err != nil {
+			return res, err
+		}
+		switch {
+		case p == nil: // an OK, and more follows
+			continue
+		case p[0] == wire.LocalInfileHdr:
+			if err := e.localInfile(bc, p); err != nil {
+				if me, ok := err.(*mysql.MyError); ok {
+					res.Err = me
+					e.Client.Error(me)
+					return res, nil
+				}
+				return res, err
+			}
+			continue
+		}
+		n, err := e.relayColumns(bc, p)
+		if err != nil {
+			return res, err
+		}
+		var changed uint16
+		if cols != nil {
+			if int(n) != *cols {
+				changed = mysql.SERVER_STATUS_METADATA_CHANGED
+				*cols = int(n)
+			}
+			cols = nil // later result sets (CALL) are not the statement's
+		}
+		if !e.Client.DeprecateEOF() {
+			// The EOF after the column definitions. An EXECUTE that opened
+			// a cursor has no rows: the backend's terminator (status
+			// CURSOR_EXISTS) is that EOF, and the answer ends.
+			if p, err = bc.Packets().ReadRaw(); err != nil {
+				return res, lostConn(bc, err)
+			}
+			if wire.IsEOF(p) {
+				if ok, perr := wire.ParseOK(p); perr == nil && ok.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
+					bc.Status = ok.Status
+					if err := e.Client.EOF(ok.Warnings, ok.Status|changed); err != nil {
+						return res, err
+					}
+					res.ResultSets++
+					return res, nil
+				}
+			}
+			if err := e.colsEOF(bc, changed); err != nil {
+				return res, err
+			}
+		} else {
+			p = nil
+		}
+		res.ResultSets++
+		if more, err := e.relayRows(bc, p, 0, false, &res); err != nil || !more {
+			return res, err
+		}
+	}
+}
+
+// relayColumns relays a result set's column count p and reads and relays
+// its column definitions; it returns the column count.
+func (e *Engine) relayColumns(bc *backend.Conn, p []byte) (uint64, error) {
+	n, _, perr := wire.ReadLenEncInt(p, 0)
+	if perr != nil {
+		return 0, lostConn(bc, perr)
+	}
+	if err := e.Client.Packet(p); err != nil {
+		return 0, err
+	}
+	bp := bc.Packets()
+	for range n {
+		cp, err := bp.ReadPacket()
+		if err != nil {
+			return 0, lostConn(bc, err)
+		}
+		if err := e.Client.Packet(cp); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// readResult reads the first packet of the next result of bc's answer and
+// relays it if it is an OK or an ERR: then p is nil, and done tells that
+// the answer is over. Otherwise p is the packet (a column count, or a LOCAL
+// INFILE request), not relayed.
+func (e *Engine) readResult(bc *backend.Conn, res *Result) (p []byte, done bool, err error) {
+	p, err = bc.Packets().ReadPacket()
+	if err != nil {
+		return nil, true, lostConn(bc, err)
+	}
+	res.Started = true
+	e.Trace.FirstByte()
+	if len(p) == 0 {
+		return nil, true, lostConn(bc, wire.ErrMalformed)
+	}
+	switch p[0] {
+	case wire.OKHeader:
+		more, err := e.relayOK(bc, p)
+		return nil, err != nil || !more, err
+	case wire.ErrHeader:
+		res.Err = wire.ParseErr(p)
+		if err := e.Client.Packet(p); err != nil {
+			return nil, true, err
+		}
+		return nil, true, nil
+	}
+	return p, false, nil
+}
+
+// relayOK relays the OK packet p that ends a result (more: another
+// follows), recording what it says for the session.
+func (e *Engine) relayOK(bc *backend.Conn, p []byte) (more bool, err error) {
+	ok, perr := wire.ParseOK(p)
+	if perr != nil {
+		return false, lostConn(bc, perr)
+	}
+	bc.Status = ok.Status
+	e.Last.RowCount = int64(ok.AffectedRows)
+	e.Trace.Sent(0, ok.AffectedRows)
+	if ok.InsertID != 0 {
+		e.Last.InsertID = ok.InsertID
+	}
+	if err := e.Client.RelayOK(p, ok.Status); err != nil {
+		return false, err
+	}
+	return ok.Status&wire.StatusMoreResultsExists != 0, nil
+}
+
+// colsEOF writes, for a client without CLIENT_DEPRECATE_EOF, the EOF after
+// a result set's column definitions (which backends, using
+// CLIENT_DEPRECATE_EOF, do not send). Its status is the previous answer's,
+// without its per-statement flags (a cursor's above all). The index-use
+// flags MariaDB puts there are this statement's, which only its final
+// packet tells: the previous statement's say nothing about this one, so
+// none is claimed.
+func (e *Engine) colsEOF(bc *backend.Conn, changed uint16) error {
+	return e.Client.ColsEnd(0, bc.Status&^PerStatementStatus|changed)
+}
+
+// relayRows relays the rows and the terminator of a result set whose
+// column definitions were written, one physical packet at a time (or all
+// those already received in one write). p, if set, is the first packet,
+// already read; rows counts rows already relayed. more reports that
+// another result follows.
+func (e *Engine) relayRows(bc *backend.Conn, p []byte, rows uint64, fieldList bool, res *Result) (more bool, err error) {
+	bp := bc.Packets()
+	cont := false
+	for {
+		rp := p
+		p = nil
+		if rp == nil {
+			if !cont {
+				// The rows already received, copied in one go.
+				n, err := bp.RelayRows(e.Client.pkt)
+				if err != nil {
+					return false, &ClientError{err}
+				}
+				rows += n
+			}
+			rp, err = bp.ReadRaw()
+			if err != nil {
+				return false, lostConn(bc, err)
+			}
+		}
+		if cont {
+			cont = len(rp) == wire.MaxPayload
+			if err := e.Client.Raw(rp); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if len(rp) > 0 && rp[0] == wire.ErrHeader && len(rp) < wire.MaxPayload {
+			res.Err = wire.ParseErr(rp)
+			if err := e.Client.Raw(rp); err != nil {
+				return false, err
+			}
+			e.Last.RowCount = -1
+			e.Last.FoundRows = rows
+			return false, nil
+		}
+		if wire.IsEOF(rp) {
+			return e.endRows(bc, rp, rows, fieldList, res)
+		}
+		rows++
+		cont = len(rp) == wire.MaxPayload
+		if err := e.Client.Raw(rp); err != nil {
+			return false, err
+		}
+	}
+}
+
+// endRows relays terminator rp of a result set of rows rows.
+func (e *Engine) endRows(bc *backend.Conn, rp []byte, rows uint64, fieldList bool, res *Result) (more bool, err error) {
+	var warnings, status uint16
+	if fieldList {
+		// COM_FIELD_LIST ends with a classic EOF, whatever was negotiated.
+		warnings, status = wire.ParseEOF(rp)
+		if len(rp) >= 7 {
+			if ok, perr := wire.ParseOK(rp); perr == nil {
+				warnings, status = ok.Warnings, ok.Status
+			}
+		}
+	} else {
+		ok, perr := wire.ParseOK(rp)
+		if perr != nil {
+			return false, lostConn(bc, perr)
+		}
+		warnings, status = ok.Warnings, ok.Status
+	}
+	bc.Status = status
+	if fieldList && len(rp) == 5 {
+		err = e.Client.EOF(warnings, status)
+	} else {
+		err = e.Client.RelayEnd(rp, warnings, status)
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fieldList {
+		e.Last.RowCount = -1
+		e.Last.FoundRows = rows
+	}
+	res.Rows += rows
+	e.Trace.Sent(rows, 0)
+	return status&wire.StatusMoreResultsExists != 0 && !fieldList, nil
+}
+
+// localInfile relays LOAD DATA LOCAL INFILE: the backend's file request goes
+// to the client, and the client's file content streams to the backend packet
+// by packet until the empty packet that ends it.
+func (e *Engine) localInfile(bc *backend.Conn, req []byte) error {
+	bp := bc.Packets()
+	lost := func(err error) error {
+		bc.MarkBroken()
+		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "LOAD DATA LOCAL", Err: err}
+	}
+	if e.Client.caps&mysql.CLIENT_LOCAL_FILES == 0 {
+		// Tell the backend there is no file, then refuse.
+		if err := bp.WritePacket(nil); err != nil || bp.Flush() != nil {
+			return lost(err)
+		}
+		if p, err := bp.ReadPacket(); err != nil || len(p) == 0 {
+			return lost(err)
+		}
+		return &mysql.MyError{Code: mysql.ER_NOT_ALLOWED_COMMAND, State: "42000", Message: "The used command is not allowed with this MySQL version: the client did not enable LOCAL INFILE"}
+	}
+	cp := e.Client.pkt
+	if err := e.Client.Packet(req); err != nil {
+		return err
+	}
+	if err := cp.Flush(); err != nil {
+		return &ClientError{err}
+	}
+	for {
+		p, err := cp.ReadRaw()
+		if err != nil {
+			bc.MarkBroken()
+			return &ClientError{err}
+		}
+		if err := bp.WriteRaw(p); err != nil {
+			return lost(err)
+		}
+		if len(p) == 0 {
+			break
+		}
+	}
+	if err := bp.Flush(); err != nil {
+		return lost(err)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/engine"
+	"github.com/keyshard/keyshard/router"
+)
+
+// execution is one COM_STMT_EXECUTE p of prepared statement st: what
+// sends it to backends (the engine relays the answers).
+type execution struct {
+	s      *Session
+	st     *prepared
+	ex     *wire.Execute
+	p      []byte
+	cursor bool // the client asked for a cursor
+}
+
+// run runs the execution as sql on node n (nil: pinned or default).
+// params selects the parameters sql takes (nil: all, in order).
+func (x *execution) run(n *backend.Node, sql string, params []int) error {
+	s, st := x.s, x.st
+	ex := engine.Exec{Read: st.read, Cursor: x.cursor, FoundRows: st.calcFoundRows,
+		Send: func(bc *backend.Conn) error { return x.send(bc, sql, params) },
+		Opened: func(bc *backend.Conn) {
+			key := s.keyFor(st, sql)
+			if bs := bc.CachedStmt(key); bs != nil {
+				bs.Cursor = true
+				st.cursor, st.cursorSt = bc, bs
+				s.lease.CursorOpened()
+			}
+		}}
+	if st.cols > 0 {
+		ex.Cols = &st.cols // a statement without columns (CALL) has no metadata to change
+	}
+	if st.kind == router.KindCall {
+		ex.Call = &engine.Call{Params: st.params, SQL: st.sql, DB: st.db}
+	}
+	return s.eng.Execute(n, ex)
+}
+
+// send buffers on bc what the execution as sql needs: a
+// PREPARE first (a round trip) if bc does not have the statement yet, its
+// long data, and the EXECUTE with bc's statement id. A *mysql.MyError
+// means the backend refused the PREPARE and the connection is usable.
+func (x *execution) send(bc *backend.Conn, sql string, params []int) error {
+	bs, err := x.stmtOn(bc, sql)
+	if err != nil {
+		return err
+	}
+	return x.write(bc, bs, params)
+}
+
+// stmtOn returns bc's handle of the statement as sql, preparing it there
+// if needed.
+func (x *execution) stmtOn(bc *backend.Conn, sql string) (*backend.Stmt, error) {
+	key := x.s.keyFor(x.st, sql)
+	if bs := bc.CachedStmt(key); bs != nil {
+		return bs, nil
+	}
+	return prepareOn(bc, x.st.db, key, sql)
+}
+
+// write buffers the statement's long data and EXECUTE for bc's handle bs.
+func (x *execution) write(bc *backend.Conn, bs *backend.Stmt, params []int) error {
+	s, st, ex, p := x.s, x.st, x.ex, x.p
+	bp := bc.Packets()
+	for i, chunks := range st.long {
+		j := i
+		if params != nil {
+			if j = indexOf(params, i); j < 0 {
+				continue
+			}
+		}
+		// Replayed in the client's chunks: each fit the client's packet
+		// limit, so none outgrows the backend's.
+		for _, data := range chunks {
+			s.xbuf = binary.LittleEndian.AppendUint32(s.xbuf[:0], bs.ID)
+			s.xbuf = binary.LittleEndian.AppendUint16(s.xbuf, uint16(j))
+			s.xbuf = append(s.xbuf, data...)
+			if err := bp.WriteCommand(mysql.COM_STMT_SEND_LONG_DATA, s.xbuf); err != nil {
+				bc.MarkBroken()
+				return err
+			}
+		}
+	}
+	if cap(s.xbuf) > 1<<20 {
+		s.xbuf = nil // not kept for the life of the session
+	}
+	var pkt []byte
+	switch {
+	case params != nil:
+		pkt = wire.AppendExecute(s.xbuf[:0], bs.ID, ex, p, params)
+		s.xbuf = pkt
+		bs.Types = bs.Types[:0] // rebound by the packet
+		for _, i := range params {
+			bs.Types = append(bs.Types, ex.Types[2*i], ex.Types[2*i+1])
+		}
+	case ex.Params > 0 && !ex.Bound && !bytes.Equal(bs.Types, ex.Types):
+		// The client reuses types this backend statement never saw.
+		pkt = wire.WithTypes(s.xbuf[:0], bs.ID, ex, p)
+		s.xbuf = pkt
+		bs.Types = append(bs.Types[:0], ex.Types...)
+	default:
+		binary.LittleEndian.PutUint32(p[1:], bs.ID)
+		pkt = p
+		if ex.Bound && !bytes.Equal(bs.Types, ex.Types) {
+			bs.Types = append(bs.Types[:0], ex.Types...)
+		}
+	}
+	if err := bp.WriteCommand(pkt[0], pkt[1:]); err != nil {
+		bc.MarkBroken()
+		return err
+	}
+	return nil
+}
+
+// sendLeg buffers and sends the execution for every statement of a
+// fan-out leg. All are prepared first: a PREPARE is a round trip, which
+// must not follow an EXECUTE whose answer is still unread.
+func (x *execution) sendLeg(l *engine.Leg) error {
+	l.Pipelined = true
+	handles := make([]*backend.Stmt, len(l.Route.SQL))
+	for i, sql := range l.Route.SQL {
+		bs, err := x.stmtOn(l.BC, sql)
+		if err != nil {
+			return err
+		}
+		handles[i] = bs
+	}
+	for i, sql := range l.Route.SQL {
+		if l.BC.CachedStmt(x.s.keyFor(x.st, sql)) != handles[i] {
+			return newErr(errNotSupported, "keyshard: stmt_cache_size %d is smaller than the %d sub-tables this statement runs on node %s",
+				x.s.snap.cfg.StmtCacheSize, len(l.Route.SQL), l.BC.Node())
+		}
+	}
+	for i, bs := range handles {
+		var params []int
+		if l.Route.Params != nil {
+			params = l.Route.Params[i]
+		}
+		if err := x.write(l.BC, bs, params); err != nil {
+			return err
+		}
+	}
+	return l.BC.Packets().Flush()
+}
+
+// prepareOn prepares sql on bc in database db (the one current at the
+// client's PREPARE), restoring bc's database after.
+func prepareOn(bc *backend.Conn, db, key, sql string) (*backend.Stmt, error) {
+	cur := bc.DB()
+	if db != cur && db != "" {
+		if _, err := bc.Command(mysql.COM_INIT_DB, []byte(db)); err != nil {
+			return nil, err
+		}
+		bc.SetDB(db)
+	}
+	bs, err := bc.Prepare(key, sql, nil)
+	if db != cur && db != "" && !bc.Broken() && cur != "" {
+		if _, err2 := bc.Command(mysql.COM_INIT_DB, []byte(cur)); err2 != nil {
+			bc.MarkBroken()
+		} else {
+			bc.SetDB(cur)
+		}
+	}
+	return bs, err
+}
+
+func indexOf(xs []int, x int) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}

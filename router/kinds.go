@@ -1,0 +1,80 @@
+package router
+
+// The statement kind tables: which kinds the router plans, which a replica
+// may answer, which change data, and which leave state on the backend
+// connection that ran them. Every caller asks here; no other file lists
+// kinds for these purposes.
+
+// Routed reports whether the router plans statements of kind k by their
+// tables (in a schema with shard rules); other kinds go to the default
+// node (or the pinned connection).
+func Routed(k Kind) bool {
+	switch k {
+	case KindSelect, KindInsert, KindUpdate, KindDelete, KindReplace, KindDDL:
+		return true
+	}
+	return false
+}
+
+// ReadOnly reports whether a statement classified as info is a plain read
+// that a replica can answer: a SELECT with no side effect on the session
+// or the data, and no reason to see the master's latest state.
+func ReadOnly(info Info) bool {
+	return info.Kind == KindSelect &&
+		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagSessionFunc|FlagMasterOnly|FlagTemporary) == 0
+}
+
+// Writes reports whether a statement may change data on the master, so
+// that the session's next reads should see it (read-your-writes).
+func Writes(info Info) bool {
+	switch info.Kind {
+	case KindInsert, KindUpdate, KindDelete, KindReplace, KindDDL, KindCommit, KindCall, KindLoad,
+		KindOther, KindExecute, KindLockTables:
+		return true
+	}
+	return false
+}
+
+// Sticky says why running a text statement classified as info ties the
+// session to the backend connection that runs it for good ("" if it does
+// not): it leaves state only that connection holds. (Transactions and
+// LOCK TABLES tie it too, until they end: the server status and the
+// session tell those.)
+func Sticky(info Info) string {
+	switch {
+	case info.Kind == KindPrepare || info.Kind == KindExecute:
+		return "PREPARE"
+	case info.Flags&FlagUserVar != 0:
+		return "user variables"
+	case info.Flags&FlagGetLock != 0:
+		return "GET_LOCK"
+	case info.Flags&FlagTemporary != 0:
+		return "temporary tables"
+	case info.Flags&FlagMulti != 0:
+		// Effects of later statements are unknown to the classifier: keep
+		// the connection, as for user variables.
+		return "multi-statements"
+	}
+	return ""
+}
+
+// StickyPrepared is Sticky for a statement prepared with the binary
+// protocol, said of each of its executions: besides the text form's
+// reasons, any kind keyshard does not know to be free of session effects
+// (SET, CALL, DO, ...) ties the session.
+func StickyPrepared(info Info) string {
+	switch {
+	case info.Flags&FlagUserVar != 0:
+		return "user variables"
+	case info.Flags&FlagGetLock != 0:
+		return "GET_LOCK"
+	case info.Flags&FlagTemporary != 0:
+		return "temporary tables"
+	}
+	switch info.Kind {
+	case KindSelect, KindInsert, KindUpdate, KindDelete, KindReplace, KindShow,
+		KindBegin, KindCommit, KindRollback, KindDDL:
+		return ""
+	}
+	return "prepared " + info.Kind.String()
+}
