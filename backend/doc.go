@@ -1,7 +1,9 @@
 // Package backend owns connections to MySQL/MariaDB servers: nodes (a master
-// and, later, replicas), bounded context-aware pools with background
-// maintenance, and the session-state sync applied when a client's statement
-// is served by a pooled connection (Conn.Sync).
+// and weighted read replicas, each health-checked, with replication lag),
+// bounded context-aware pools with background maintenance, the
+// session-state sync applied when a client's statement is served by a
+// pooled connection (Conn.Sync), and each connection's cache of prepared
+// statements.
 //
 // Connections always negotiate CLIENT_DEPRECATE_EOF and multi-statement
 // support so that every pooled connection frames results the same way; the

@@ -4,7 +4,10 @@
 // per-connection functions). The common path is a byte scan with no
 // allocation (Classify); the TiDB parser is used only for the rare
 // statements that must be understood in full (SET, rewrites of
-// per-connection functions) and later for sharding plans.
+// per-connection functions) and for sharding plans, which are cached by
+// statement shape (Shape, Schema.Plan) and bound to each statement's
+// literals without allocation. kinds.go holds the statement kind tables
+// (routed, read-only, writing, connection-bound) every caller asks.
 //
 // router does no I/O and never imports backend or proxy; the TiDB parser is
 // not goroutine-safe, so each session owns a Parser.

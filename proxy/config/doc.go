@@ -24,10 +24,12 @@
 //
 // # Warnings
 //
-// Some keys decode and validate but their feature is not built yet (read/write
-// splitting, shard routing, the SQL blacklist, ...). Parse returns one warning
-// per such key that is set; the list lives in one table, notYetSupported in
-// warnings.go, so a feature lands by deleting its row.
+// A key that decodes and validates but whose feature is not built gets one
+// warning per place it is set; the list lives in one table,
+// notYetSupported in warnings.go (empty today: every key is in force), so
+// a feature lands by deleting its row. Keys that are legal but probably
+// not meant (a schema whose user is not in user_list) are warned about by
+// lint.
 //
 // # Lifecycle
 //

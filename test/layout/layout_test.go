@@ -1,0 +1,57 @@
+// Package layout checks the package map: which keyshard packages may
+// import which (see proxy/doc.go). It runs `go list -deps`, so it sees
+// every import, direct or not.
+package layout
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/keyshard/keyshard/"
+
+// forbidden lists, for each package, keyshard packages it must never
+// depend on, directly or through another.
+var forbidden = map[string][]string{
+	"proxy/engine": {"proxy", "proxy/admin", "proxy/config", "cmd/keyshard"},
+	"router":       {"backend", "proxy", "proxy/engine"},
+	"router/shard": {"backend", "proxy", "router"},
+	"backend":      {"router", "proxy", "proxy/engine"},
+	"backend/wire": {"backend", "router", "proxy"},
+	"proxy/merge":  {"proxy", "proxy/engine", "backend"},
+}
+
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", module+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	set := map[string]bool{}
+	for _, line := range strings.Fields(string(out)) {
+		if rest, ok := strings.CutPrefix(line, module); ok {
+			set[rest] = true
+		}
+	}
+	if !set[pkg] {
+		t.Fatalf("go list -deps %s did not list the package itself: %q", pkg, out)
+	}
+	return set
+}
+
+func TestImportDirection(t *testing.T) {
+	for pkg, bad := range forbidden {
+		d := deps(t, pkg)
+		for _, b := range bad {
+			if d[b] {
+				t.Errorf("%s depends on %s; the package map forbids it", pkg, b)
+			}
+		}
+	}
+	// The engine is what the proxy runs statements with: the dependency
+	// goes one way only.
+	if !deps(t, "proxy")["proxy/engine"] {
+		t.Errorf("proxy does not use proxy/engine")
+	}
+}
