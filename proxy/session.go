@@ -60,8 +60,7 @@ type Session struct {
 	tr      trace          // the current statement's digest, stages, rows
 	dkey    []byte         // scratch for digest keys (router.DigestKey)
 	stageNs stageTotals    // stage time of this session's statements
-	buf     []byte
-	xbuf    []byte // EXECUTE packets rebuilt for a backend
+	xbuf    []byte         // EXECUTE packets rebuilt for a backend
 
 	stmts map[uint32]*prepared // binary-protocol statements by client id
 	// textStmts are PREPAREd statements on sharded tables, by lower-case name.

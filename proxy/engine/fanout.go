@@ -242,44 +242,26 @@ func (e *Engine) relayScatter(legs []Leg) error {
 				}
 				started = true
 			}
-			// Rows, one physical packet at a time.
-			cont := false
-			for {
-				rp, err := bp.ReadRaw()
-				if err != nil {
-					return e.Fail(lostConn(l.BC, err))
-				}
-				if cont {
-					cont = len(rp) == wire.MaxPayload
-					if err := e.Client.Raw(rp); err != nil {
-						return err
-					}
-					continue
-				}
-				if len(rp) > 0 && rp[0] == wire.ErrHeader && len(rp) < wire.MaxPayload {
-					failed = legError(l, wire.ParseErr(rp))
-					more = false
-					l.finished = true
-					break
-				}
-				if wire.IsEOF(rp) {
-					ok, perr := wire.ParseOK(rp)
-					if perr != nil {
-						return e.Fail(lostConn(l.BC, perr))
-					}
-					l.BC.Status = ok.Status
-					warnings += ok.Warnings
-					l.done++
-					more = l.next(ok.Status)
-					l.finished = !more
-					break
-				}
-				rows++
-				cont = len(rp) == wire.MaxPayload
-				if err := e.Client.Raw(rp); err != nil {
-					return err
-				}
+			end, err := e.copyRows(l.BC, nil)
+			rows += end.rows
+			if err != nil {
+				return e.failRelay(err)
 			}
+			if end.err != nil {
+				failed = legError(l, end.err)
+				more = false
+				l.finished = true
+				continue
+			}
+			ok, perr := wire.ParseOK(end.term)
+			if perr != nil {
+				return e.Fail(lostConn(l.BC, perr))
+			}
+			l.BC.Status = ok.Status
+			warnings += ok.Warnings
+			l.done++
+			more = l.next(ok.Status)
+			l.finished = !more
 		}
 	}
 	e.Last.RowCount = -1

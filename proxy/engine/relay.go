@@ -173,12 +173,21 @@ func (e *Engine) colsEOF(bc *backend.Conn, changed uint16) error {
 	return e.Client.ColsEnd(0, bc.Status&^PerStatementStatus|changed)
 }
 
-// relayRows relays the rows and the terminator of a result set whose
-// column definitions were written, one physical packet at a time (or all
-// those already received in one write). p, if set, is the first packet,
-// already read; rows counts rows already relayed. more reports that
-// another result follows.
-func (e *Engine) relayRows(bc *backend.Conn, p []byte, rows uint64, fieldList bool, res *Result) (more bool, err error) {
+// rowsEnd is how the rows of a result set ended: with terminator term
+// (an EOF or 0xfe-headed OK, or with err set the ERR packet; one physical
+// packet, valid until bc's next read), not relayed.
+type rowsEnd struct {
+	term []byte
+	err  *mysql.MyError
+	rows uint64 // rows copied
+}
+
+// copyRows copies the rows of a result set from bc to the client, one
+// physical packet at a time, or all those already received in one write,
+// until the packet that ends them, which it returns unrelayed. p, if set,
+// is the first packet, already read.
+func (e *Engine) copyRows(bc *backend.Conn, p []byte) (rowsEnd, error) {
+	var end rowsEnd
 	bp := bc.Packets()
 	cont := false
 	for {
@@ -189,40 +198,58 @@ func (e *Engine) relayRows(bc *backend.Conn, p []byte, rows uint64, fieldList bo
 				// The rows already received, copied in one go.
 				n, err := bp.RelayRows(e.Client.pkt)
 				if err != nil {
-					return false, &ClientError{err}
+					return end, &ClientError{err}
 				}
-				rows += n
+				end.rows += n
 			}
-			rp, err = bp.ReadRaw()
-			if err != nil {
-				return false, lostConn(bc, err)
+			var err error
+			if rp, err = bp.ReadRaw(); err != nil {
+				return end, lostConn(bc, err)
 			}
 		}
 		if cont {
 			cont = len(rp) == wire.MaxPayload
 			if err := e.Client.Raw(rp); err != nil {
-				return false, err
+				return end, err
 			}
 			continue
 		}
 		if len(rp) > 0 && rp[0] == wire.ErrHeader && len(rp) < wire.MaxPayload {
-			res.Err = wire.ParseErr(rp)
-			if err := e.Client.Raw(rp); err != nil {
-				return false, err
-			}
-			e.Last.RowCount = -1
-			e.Last.FoundRows = rows
-			return false, nil
+			end.err, end.term = wire.ParseErr(rp), rp
+			return end, nil
 		}
 		if wire.IsEOF(rp) {
-			return e.endRows(bc, rp, rows, fieldList, res)
+			end.term = rp
+			return end, nil
 		}
-		rows++
+		end.rows++
 		cont = len(rp) == wire.MaxPayload
 		if err := e.Client.Raw(rp); err != nil {
-			return false, err
+			return end, err
 		}
 	}
+}
+
+// relayRows relays the rows and the terminator of a result set whose
+// column definitions were written. p, if set, is the first packet, already
+// read; rows counts rows already relayed. more reports that another result
+// follows.
+func (e *Engine) relayRows(bc *backend.Conn, p []byte, rows uint64, fieldList bool, res *Result) (more bool, err error) {
+	end, err := e.copyRows(bc, p)
+	if err != nil {
+		return false, err
+	}
+	rows += end.rows
+	if end.err != nil {
+		res.Err = end.err
+		if err := e.Client.Raw(end.term); err != nil {
+			return false, err
+		}
+		e.Last.RowCount = -1
+		e.Last.FoundRows = rows
+		return false, nil
+	}
+	return e.endRows(bc, end.term, rows, fieldList, res)
 }
 
 // endRows relays terminator rp of a result set of rows rows.
