@@ -24,6 +24,15 @@ func ReadOnly(info Info) bool {
 		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagSessionFunc|FlagMasterOnly|FlagTemporary) == 0
 }
 
+// Retriable reports whether a text statement classified as info may be
+// sent again on another connection after its first one failed before any
+// answer arrived: a plain read, with no effect that a half-sent first try
+// could have left behind.
+func Retriable(info Info) bool {
+	return (info.Kind == KindSelect || info.Kind == KindShow) &&
+		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar) == 0
+}
+
 // Writes reports whether a statement may change data on the master, so
 // that the session's next reads should see it (read-your-writes).
 func Writes(info Info) bool {

@@ -154,9 +154,8 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 	if raw != nil {
 		cmd = raw[0]
 	}
-	retriable := e.Conns.Pinned() == nil && !e.Conns.Deferred() && (raw == nil || cmd != mysql.COM_QUERY ||
-		info != nil && (info.Kind == router.KindSelect || info.Kind == router.KindShow) &&
-			info.Flags&(router.FlagMulti|router.FlagGetLock|router.FlagUserVar) == 0)
+	retriable := e.Conns.Pinned() == nil && !e.Conns.Deferred() &&
+		(raw == nil || cmd != mysql.COM_QUERY || info != nil && router.Retriable(*info))
 	p := Write
 	if info != nil && cmd == mysql.COM_QUERY && router.ReadOnly(*info) {
 		p = Read

@@ -37,8 +37,17 @@ func (l *Leg) next(status uint16) bool {
 	return false
 }
 
+// ended records that one statement's answer on the leg ended with status;
+// it reports whether more answers follow.
+func (l *Leg) ended(status uint16) bool {
+	l.done++
+	more := l.next(status)
+	l.finished = !more
+	return more
+}
+
 // first reads the first packet of the leg's next answer (never empty).
-func (l *Leg) first() ([]byte, error) {
+func (l *Leg) first(t Tracer) ([]byte, error) {
 	p, err := l.BC.Packets().ReadPacket()
 	if err != nil {
 		return nil, lostConn(l.BC, err)
@@ -46,6 +55,7 @@ func (l *Leg) first() ([]byte, error) {
 	if len(p) == 0 {
 		return nil, lostConn(l.BC, wire.ErrMalformed)
 	}
+	t.FirstByte()
 	return p, nil
 }
 
@@ -197,11 +207,10 @@ func (e *Engine) relayScatter(legs []Leg) error {
 			continue
 		}
 		for more := true; more; {
-			p, err := l.first()
+			p, err := l.first(e.Trace)
 			if err != nil {
 				return e.Fail(err)
 			}
-			e.Trace.FirstByte()
 			switch p[0] {
 			case wire.ErrHeader:
 				failed = legError(l, wire.ParseErr(p))
@@ -212,9 +221,7 @@ func (e *Engine) relayScatter(legs []Leg) error {
 				// A statement without a result set in a SELECT fan-out.
 				ok, _ := wire.ParseOK(p)
 				l.BC.Status = ok.Status
-				l.done++
-				more = l.next(ok.Status)
-				l.finished = !more
+				more = l.ended(ok.Status)
 				continue
 			}
 			if started {
@@ -259,9 +266,7 @@ func (e *Engine) relayScatter(legs []Leg) error {
 			}
 			l.BC.Status = ok.Status
 			warnings += ok.Warnings
-			l.done++
-			more = l.next(ok.Status)
-			l.finished = !more
+			more = l.ended(ok.Status)
 		}
 	}
 	e.Last.RowCount = -1
@@ -299,11 +304,10 @@ func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 	for i := range legs {
 		l := &legs[i]
 		for more := true; more; {
-			p, err := l.first()
+			p, err := l.first(e.Trace)
 			if err != nil {
 				return e.Fail(err)
 			}
-			e.Trace.FirstByte()
 			switch p[0] {
 			case wire.ErrHeader:
 				if failed == nil {
@@ -311,9 +315,7 @@ func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 				}
 				// A batch stops at its first error; pipelined statements
 				// each answer.
-				l.done++
-				more = l.next(0)
-				l.finished = !more
+				more = l.ended(0)
 			case wire.OKHeader:
 				ok, perr := wire.ParseOK(p)
 				if perr != nil {
@@ -325,9 +327,7 @@ func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 				if i == rt.FirstRoute && l.done == rt.FirstSQL {
 					insertID = ok.InsertID
 				}
-				l.done++
-				more = l.next(ok.Status)
-				l.finished = !more
+				more = l.ended(ok.Status)
 			default:
 				// A result set where none was expected: not ours to relay.
 				l.BC.MarkBroken()

@@ -147,11 +147,10 @@ func mergeColumns(legs []Leg, hidden int, trace Tracer) (cols []merge.Column, de
 		if failed != nil {
 			break
 		}
-		p, err := l.first()
+		p, err := l.first(trace)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		trace.FirstByte()
 		switch p[0] {
 		case wire.ErrHeader:
 			l.finished = true
