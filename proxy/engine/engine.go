@@ -139,10 +139,12 @@ func Send(bc *backend.Conn, p []byte) error {
 // or sql a query to send instead. info classifies a statement (nil for
 // other commands).
 //
-// A statement that fails before any answer arrived, on a connection that
-// was not pinned (a pooled one may have been closed by the server while
-// idle), is retried once on a fresh connection, another replica for a
-// read: nothing was executed or sent to the client.
+// A plain read (router.Retriable) or a command other than COM_QUERY that
+// fails before any answer arrived, on a connection that was not pinned (a
+// pooled one may have been closed by the server while idle), is retried
+// once on a fresh connection, another replica for a read: nothing was
+// sent to the client, and running it again changes nothing. A write is
+// never retried (it may have run), nor is a killed session's statement.
 func (e *Engine) Forward(n *backend.Node, raw []byte, sql *string, info *router.Info) error {
 	return e.ForwardThen(n, raw, sql, info, nil)
 }
@@ -154,8 +156,10 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 	if raw != nil {
 		cmd = raw[0]
 	}
+	// A statement (the client's or rewritten) is retried only if it is a
+	// plain read: a write may have run before its connection died.
 	retriable := e.Conns.Pinned() == nil && !e.Conns.Deferred() &&
-		(raw == nil || cmd != mysql.COM_QUERY || info != nil && router.Retriable(*info))
+		(cmd != mysql.COM_QUERY || info != nil && router.Retriable(*info))
 	p := Write
 	if info != nil && cmd == mysql.COM_QUERY && router.ReadOnly(*info) {
 		p = Read
@@ -190,7 +194,7 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 		}
 		bc.Pool().Observe(time.Since(start), err != nil || res.Err != nil)
 		if err != nil {
-			if retriable && attempt == 0 && !res.Started && backend.KindOf(err) == backend.KindLost {
+			if retriable && attempt == 0 && !res.Started && backend.KindOf(err) == backend.KindLost && !e.Trace.Killed() {
 				e.Conns.Release(bc) // broken: discarded
 				p |= Retry
 				continue

@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/router"
+)
+
+// acquire is Lease.Acquire that must succeed.
+func (en *env) acquire(n *backend.Node, p Purpose) *backend.Conn {
+	en.t.Helper()
+	bc, err := en.lease.Acquire(n, p)
+	if err != nil {
+		en.t.Fatalf("Acquire: %v", err)
+	}
+	return bc
+}
+
+func (en *env) exec(bc *backend.Conn, sql string) {
+	en.t.Helper()
+	if _, err := bc.Exec(sql); err != nil {
+		en.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func wantCrossNode(t *testing.T, err error) {
+	t.Helper()
+	var ee *Error
+	if !errors.As(err, &ee) || ee.Kind != KindCrossNode || !strings.Contains(ee.Msg, "needs node n2, but the open transaction is on node n1") &&
+		!strings.Contains(ee.Msg, "would touch nodes n1 and n2") {
+		t.Errorf("error %v, want a cross-node refusal", err)
+	}
+}
+
+func TestLeaseTransaction(t *testing.T) {
+	en := newEnv(t, deprecate, nil, nil)
+	l, n1, n2 := en.lease, en.nodes["n1"], en.nodes["n2"]
+	bc := en.acquire(n1, Write)
+	en.exec(bc, "BEGIN")
+	l.Release(bc)
+	if l.Pinned() != bc || !l.InTx() || !l.Holding() || l.Status() != autocommit|wire.StatusInTrans {
+		t.Fatalf("after BEGIN: pinned %v in tx %v status %#x", l.Pinned() == bc, l.InTx(), l.Status())
+	}
+	en.wantPool("n1", 1, 1, 0, 0)
+	for _, n := range []*backend.Node{nil, n1} {
+		if got := en.acquire(n, Write); got != bc {
+			t.Errorf("Acquire(%v) inside the transaction: not the pinned connection", n)
+		}
+		l.Release(bc)
+	}
+	// Another node is refused, for reads and writes, through the engine too.
+	for _, p := range []Purpose{Write, Read} {
+		_, err := l.Acquire(n2, p)
+		wantCrossNode(t, err)
+	}
+	_, pkts, err := en.forward(n2, "UPDATE t SET a = 1")
+	wantCrossNode(t, err)
+	_, fan, ferr := en.do(func() error {
+		return en.e.Route(fanRouting("UPDATE $t SET a = 1", 0), nil, Run{Kind: router.KindUpdate, One: noOne(t)})
+	})
+	wantCrossNode(t, ferr)
+	for _, p := range [][][]byte{pkts, fan} {
+		if len(p) != 1 || p[0][0] != wire.ErrHeader {
+			t.Errorf("client got %q, want one ERR", p)
+		}
+	}
+	en.wantPool("n2", 0, 0, 0, 0)
+	// Metadata (PREPARE) may go elsewhere and is never pinned.
+	m := en.acquire(n2, Meta)
+	l.Release(m)
+	if l.Pinned() != bc {
+		t.Error("a Meta acquire on another node moved the pin")
+	}
+	en.wantPool("n2", 1, 0, 1, 0)
+	// COMMIT ends the transaction: the connection goes back to its pool.
+	en.exec(en.acquire(nil, Write), "COMMIT")
+	l.Release(bc)
+	if l.Pinned() != nil || l.Holding() || l.Status() != autocommit {
+		t.Errorf("after COMMIT: pinned %v status %#x", l.Pinned() != nil, l.Status())
+	}
+	en.wantPool("n1", 1, 0, 1, 0)
+	if got := en.fakes[0].commands(bc.ThreadID()); !slices.Equal(got, []string{"BEGIN", "COMMIT"}) {
+		t.Errorf("n1 received %q", got)
+	}
+}
+
+func TestLeaseStickAndEnd(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		resetFails         bool
+		open, idle, closed int64
+	}{
+		{"reset", false, 1, 1, 0},
+		{"reset refused", true, 0, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			en := newEnv(t, deprecate, func(fc *fakeConn, cmd byte, arg string) bool {
+				if cmd == mysql.COM_RESET_CONNECTION && c.resetFails {
+					fc.fail(mysql.ER_UNKNOWN_COM_ERROR, "Unknown command")
+					return true
+				}
+				return false
+			}, nil)
+			l := en.lease
+			bc := en.acquire(nil, Write)
+			l.Stick("user variables")
+			l.Stick("GET_LOCK")
+			l.Release(bc)
+			if l.Pinned() != bc || l.Sticky() != "user variables" || l.InTx() {
+				t.Fatalf("after Stick: pinned %v sticky %q in tx %v", l.Pinned() == bc, l.Sticky(), l.InTx())
+			}
+			// Not a transaction: another node may serve a statement, whose
+			// connection goes back to its pool while the pin stays.
+			o := en.acquire(en.nodes["n2"], Write)
+			l.Release(o)
+			if l.Pinned() != bc {
+				t.Error("a statement on another node moved the pin")
+			}
+			en.wantPool("n2", 1, 0, 1, 0)
+			l.End()
+			if l.Pinned() != nil || l.Sticky() != "" {
+				t.Errorf("after End: pinned %v sticky %q", l.Pinned() != nil, l.Sticky())
+			}
+			reset := fmt.Sprintf("cmd %d", mysql.COM_RESET_CONNECTION)
+			if got := en.fakes[0].commands(bc.ThreadID()); !slices.Equal(got, []string{reset}) {
+				t.Errorf("n1 received %q, want one COM_RESET_CONNECTION", got)
+			}
+			en.wantPool("n1", c.open, 0, c.idle, c.closed)
+		})
+	}
+}
+
+func TestLeaseDeferredBegin(t *testing.T) {
+	en := newEnv(t, deprecate, nil, nil)
+	l := en.lease
+	l.Defer("START TRANSACTION")
+	if !l.Deferred() || !l.Holding() || l.Status() != autocommit|wire.StatusInTrans {
+		t.Fatalf("deferred %v holding %v status %#x", l.Deferred(), l.Holding(), l.Status())
+	}
+	// Metadata does not open the transaction.
+	m := en.acquire(en.nodes["n1"], Meta)
+	l.Release(m)
+	if !l.Deferred() || l.Pinned() != nil || len(en.fakes[0].commands(0)) != 0 {
+		t.Errorf("Meta acquire: deferred %v pinned %v, n1 received %q", l.Deferred(), l.Pinned() != nil, en.fakes[0].commands(0))
+	}
+	// The first statement opens it on its own node and connection.
+	const upd = "UPDATE t SET a = 1"
+	_, pkts, err := en.forward(en.nodes["n2"], upd)
+	if err != nil || len(pkts) != 1 || pkts[0][0] != wire.OKHeader {
+		t.Fatalf("UPDATE: %v, client got %q", err, pkts)
+	}
+	bc := en.tr.lastWaited()
+	if got := en.fakes[1].commands(bc.ThreadID()); !slices.Equal(got, []string{"START TRANSACTION", upd}) {
+		t.Errorf("n2 received %q", got)
+	}
+	if l.Deferred() || l.Pinned() != bc || !l.InTx() {
+		t.Errorf("after the first statement: deferred %v pinned %v in tx %v", l.Deferred(), l.Pinned() == bc, l.InTx())
+	}
+	_, err = l.Acquire(en.nodes["n1"], Write)
+	var ee *Error
+	if !errors.As(err, &ee) || ee.Kind != KindCrossNode {
+		t.Errorf("n1 inside the n2 transaction: %v", err)
+	}
+	en.wantPool("n1", 1, 0, 1, 0)
+	en.wantPool("n2", 1, 1, 0, 0)
+}
+
+func TestLeaseMetaNeverPins(t *testing.T) {
+	en := newEnv(t, deprecate, nil)
+	l, n1 := en.lease, en.nodes["n1"]
+	l.Stick("temporary table")
+	m := en.acquire(n1, Meta)
+	l.Release(m)
+	if l.Pinned() != nil {
+		t.Fatal("a Meta acquire of a sticky session was pinned")
+	}
+	en.wantPool("n1", 1, 0, 1, 0)
+	bc := en.acquire(n1, Write)
+	l.Release(bc)
+	if l.Pinned() != bc {
+		t.Fatal("a Write acquire of a sticky session was not pinned")
+	}
+	// Metadata on the pinned node uses the pinned connection and leaves it pinned.
+	if m := en.acquire(n1, Meta|Read); m != bc {
+		t.Error("Meta on the pinned node: not the pinned connection")
+	} else {
+		l.Release(m)
+	}
+	if l.Pinned() != bc {
+		t.Error("releasing a Meta acquire of the pinned connection unpinned it")
+	}
+	en.wantPool("n1", 1, 1, 0, 0)
+}
+
+func TestLeaseLostInTx(t *testing.T) {
+	const upd = "UPDATE t SET a = 2"
+	en := newEnv(t, deprecate, func(fc *fakeConn, cmd byte, arg string) bool {
+		if cmd == mysql.COM_QUERY && arg == upd {
+			fc.nc.Close()
+			return true
+		}
+		return false
+	})
+	if _, _, err := en.forward(nil, "BEGIN"); err != nil || !en.lease.InTx() {
+		t.Fatalf("BEGIN: %v, in tx %v", err, en.lease.InTx())
+	}
+	_, pkts, err := en.forward(nil, upd)
+	if err != ErrClose {
+		t.Errorf("error %v, want ErrClose", err)
+	}
+	if len(pkts) != 2 || pkts[0][0] != wire.ErrHeader || pkts[1][0] != wire.ErrHeader ||
+		!strings.Contains(string(pkts[0]), "connection lost during query") ||
+		wire.ParseErr(pkts[1]).Message != "keyshard: node n1: connection lost inside a transaction; it was rolled back" {
+		t.Errorf("client got %q, want the lost connection and the lost transaction", pkts)
+	}
+	if en.lease.Pinned() != nil || en.lease.Holding() {
+		t.Error("the lost connection stayed pinned")
+	}
+	en.wantPool("n1", 0, 0, 0, 1)
+}
