@@ -17,13 +17,12 @@ import (
 )
 
 // clientCaps are the capabilities keyshard asks of every backend connection.
-// DEPRECATE_EOF is always on: the frontend converts for clients without it,
-// so result framing is the same on every pooled connection.
+// Those in FlavorCaps come from the client each connection serves.
 const clientCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG |
 	mysql.CLIENT_CONNECT_WITH_DB | mysql.CLIENT_LOCAL_FILES | mysql.CLIENT_PROTOCOL_41 |
 	mysql.CLIENT_TRANSACTIONS | mysql.CLIENT_SECURE_CONNECTION |
 	mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS |
-	mysql.CLIENT_PLUGIN_AUTH | mysql.CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA | mysql.CLIENT_DEPRECATE_EOF |
+	mysql.CLIENT_PLUGIN_AUTH | mysql.CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA |
 	mysql.CLIENT_SESSION_TRACK
 
 // Conn is one connection to a backend server. It belongs to one goroutine at
@@ -32,7 +31,8 @@ type Conn struct {
 	pkt      *wire.Conn
 	pool     *Pool
 	threadID uint32
-	caps     uint32
+	caps     uint32 // negotiated with the server
+	flavor   uint32 // the FlavorCaps asked for (see Flavor)
 	version  string
 
 	// Status is the server status of the last OK/EOF seen.
@@ -80,7 +80,7 @@ func (c *Conn) errorf(kind Kind, err error, format string, args ...any) *Error {
 }
 
 // dial opens and authenticates a new backend connection.
-func dial(ctx context.Context, p *Pool) (*Conn, error) {
+func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 	o := &p.opts
 	d := net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 30 * time.Second}
 	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
@@ -95,7 +95,7 @@ func dial(ctx context.Context, p *Pool) (*Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	c := &Conn{pkt: wire.NewConn(nc, o.ReadBuffer, o.WriteBuffer), pool: p, created: time.Now()}
+	c := &Conn{pkt: wire.NewConn(nc, o.ReadBuffer, o.WriteBuffer), pool: p, created: time.Now(), flavor: f.Caps & FlavorCaps}
 	c.pkt.MaxRead = o.MaxPacket
 	if err := c.handshake(); err != nil {
 		nc.Close()
@@ -167,7 +167,7 @@ func (c *Conn) handshake() error {
 	if serverCaps&mysql.CLIENT_PROTOCOL_41 == 0 {
 		return c.errorf(KindProtocol, nil, "server does not speak protocol 4.1")
 	}
-	c.caps = clientCaps & serverCaps
+	c.caps = (clientCaps | c.flavor) & serverCaps
 	o := &c.pool.opts
 	if plugin != mysql.AUTH_NATIVE_PASSWORD && plugin != mysql.AUTH_CACHING_SHA2_PASSWORD {
 		plugin = mysql.AUTH_NATIVE_PASSWORD
@@ -362,9 +362,15 @@ func (c *Conn) Command(cmd byte, arg []byte) (wire.OK, error) {
 	switch {
 	case len(p) > 0 && p[0] == wire.ErrHeader:
 		return wire.OK{}, wire.ParseErr(p)
-	case wire.IsOldEOF(p): // COM_SET_OPTION answers with EOF
-		_, c.Status = wire.ParseEOF(p)
-		return wire.OK{Status: c.Status}, nil
+	case len(p) > 0 && p[0] == wire.EOFHeader && len(p) < 9:
+		// COM_SET_OPTION answers with an EOF (the 0xfe OK under
+		// CLIENT_DEPRECATE_EOF).
+		ok, err := wire.ParseEnd(p)
+		if err != nil {
+			return ok, c.lost(err)
+		}
+		c.Status = ok.Status
+		return ok, nil
 	case len(p) > 0 && p[0] == wire.OKHeader:
 		ok, err := wire.ParseOK(p)
 		if err != nil {
@@ -487,7 +493,8 @@ func (c *Conn) Reset() error {
 		c.broken = true
 		return err
 	}
-	c.multi = true
+	// The multi-statement option and the current database survive a
+	// reset (c.multi, c.db stay as they were).
 	c.forgetStmts()
 	c.state = nil // charset after a reset is the server's idea; Sync re-applies
 	return nil

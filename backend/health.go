@@ -140,7 +140,7 @@ func runChecker(p *Pool, o NodeOptions, stop chan struct{}) {
 func probe(p *Pool, c **Conn, timeout time.Duration) (lag int64, err error) {
 	if *c == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		*c, err = dial(ctx, p)
+		*c, err = dial(ctx, p, DefaultFlavor)
 		cancel()
 		if err != nil {
 			*c = nil

@@ -127,7 +127,7 @@ func TestCheckedStates(t *testing.T) {
 	if p.Health() != Down {
 		t.Fatal("not down after two failed checks")
 	}
-	if _, err := p.Get(t.Context()); KindOf(err) != KindDown {
+	if _, err := p.Get(t.Context(), DefaultFlavor); KindOf(err) != KindDown {
 		t.Fatalf("Get on a down pool: %v", err)
 	} else if want := "node node1 slave (127.0.0.1:1): slave is down (health checks failing for"; !strings.Contains(err.Error(), want) ||
 		!strings.Contains(err.Error(), "cannot connect: refused)") {

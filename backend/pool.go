@@ -164,9 +164,10 @@ func (p *Pool) Options() Options { return p.opts }
 // BaseState is the session state of a freshly opened connection.
 func (p *Pool) BaseState() *State { return p.baseState }
 
-// Get returns a connection, waiting up to the pool's WaitTimeout (or ctx)
-// for a free slot.
-func (p *Pool) Get(ctx context.Context) (*Conn, error) {
+// Get returns a connection of flavor f, waiting up to the pool's
+// WaitTimeout (or ctx) for a free slot. An idle connection of another
+// flavor is closed to make room when the pool is at its bound.
+func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 	if p.closed.Load() {
 		return nil, &Error{Kind: KindClosed, Node: p.node, Addr: p.addr, Role: p.opts.Role, Msg: "pool is closed"}
 	}
@@ -181,7 +182,7 @@ func (p *Pool) Get(ctx context.Context) (*Conn, error) {
 		}
 	}
 	for {
-		c := p.popIdle()
+		c := p.popIdle(f)
 		if c == nil {
 			break
 		}
@@ -202,7 +203,13 @@ func (p *Pool) Get(ctx context.Context) (*Conn, error) {
 		p.inUse.Add(1)
 		return c, nil
 	}
-	c, err := p.dial(ctx)
+	if p.open.Load() >= int64(p.opts.MaxConns) {
+		// The idle connections that hold the places are of other flavors.
+		if c := p.popColdest(); c != nil {
+			p.closeConn(c, false)
+		}
+	}
+	c, err := p.dial(ctx, f)
 	if err != nil {
 		<-p.sem
 		return nil, err
@@ -234,9 +241,9 @@ func (p *Pool) wait(ctx context.Context) error {
 	}
 }
 
-func (p *Pool) dial(ctx context.Context) (*Conn, error) {
+func (p *Pool) dial(ctx context.Context, f Flavor) (*Conn, error) {
 	p.dials.Add(1)
-	c, err := dial(ctx, p)
+	c, err := dial(ctx, p, f)
 	if err != nil {
 		p.dialErrors.Add(1)
 		return nil, err
@@ -245,17 +252,33 @@ func (p *Pool) dial(ctx context.Context) (*Conn, error) {
 	return c, nil
 }
 
-func (p *Pool) popIdle() *Conn {
+// popIdle takes the most recently used idle connection that fits f.
+func (p *Pool) popIdle(f Flavor) *Conn {
 	p.mu.Lock()
-	n := len(p.idle)
-	if n == 0 {
-		p.mu.Unlock()
+	defer p.mu.Unlock()
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		if c := p.idle[i]; c.fits(f) {
+			n := len(p.idle) - 1
+			copy(p.idle[i:], p.idle[i+1:])
+			p.idle[n] = nil
+			p.idle = p.idle[:n]
+			return c
+		}
+	}
+	return nil
+}
+
+// popColdest takes the least recently used idle connection, if any.
+func (p *Pool) popColdest() *Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) == 0 {
 		return nil
 	}
-	c := p.idle[n-1]
-	p.idle[n-1] = nil
-	p.idle = p.idle[:n-1]
-	p.mu.Unlock()
+	c := p.idle[0]
+	n := copy(p.idle, p.idle[1:])
+	p.idle[n] = nil
+	p.idle = p.idle[:n]
 	return c
 }
 
@@ -367,7 +390,7 @@ func (p *Pool) fill() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.opts.ConnectTimeout)
-		c, err := p.dial(ctx)
+		c, err := p.dial(ctx, DefaultFlavor)
 		cancel()
 		if err != nil {
 			<-p.sem
@@ -425,7 +448,7 @@ func itoa(n int) string {
 // KillQuery interrupts the statement running on the backend connection with
 // the given thread id, over a fresh connection (the pool may be exhausted).
 func (p *Pool) KillQuery(ctx context.Context, threadID uint32) error {
-	c, err := dial(ctx, p)
+	c, err := dial(ctx, p, DefaultFlavor)
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,13 @@ func (c *Conn) Prepare(key, sql string, each func(p []byte) error) (*Stmt, error
 				werr = each(d)
 			}
 		}
+		if n > 0 && !c.DeprecateEOF() {
+			// The EOF that ends the definitions: each sees the same
+			// packets whatever the connection's framing.
+			if _, err := c.pkt.ReadPacket(); err != nil {
+				return nil, c.lost(err)
+			}
+		}
 	}
 	c.pool.stmtPrepares.Add(1)
 	c.pool.stmtsOpen.Add(1)

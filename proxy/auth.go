@@ -15,8 +15,9 @@ import (
 )
 
 // serverCaps are the capabilities keyshard offers clients. CLIENT_SSL is
-// added when TLS is configured.
-const serverCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG |
+// added when TLS is configured. Those in backend.FlavorCaps take effect on
+// the backend connections that serve the client (see backend.Flavor).
+const serverCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_LONG_FLAG | mysql.CLIENT_IGNORE_SPACE |
 	mysql.CLIENT_CONNECT_WITH_DB | mysql.CLIENT_LOCAL_FILES | mysql.CLIENT_PROTOCOL_41 |
 	mysql.CLIENT_INTERACTIVE | mysql.CLIENT_TRANSACTIONS | mysql.CLIENT_SECURE_CONNECTION |
 	mysql.CLIENT_MULTI_STATEMENTS | mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS |
@@ -180,6 +181,7 @@ func (s *Session) handshake() error {
 	}
 	s.caps = r.caps & (serverCaps | mysql.CLIENT_SSL)
 	s.cl.SetCaps(s.caps)
+	s.lease.Caps = s.caps
 	if err := s.authenticate(r.user, r.plugin, r.auth, scramble); err != nil {
 		return err
 	}

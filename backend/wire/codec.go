@@ -35,8 +35,10 @@ func IsEOF(p []byte) bool {
 	return len(p) > 0 && p[0] == EOFHeader && len(p) < MaxPayload
 }
 
-// IsOldEOF reports whether p is a classic 5-byte EOF packet.
-func IsOldEOF(p []byte) bool { return len(p) > 0 && p[0] == EOFHeader && len(p) < 9 }
+// IsOldEOF reports whether p is a classic EOF packet: 0xfe, warnings and
+// status, exactly 5 bytes (the 0xfe-headed OK that replaces it under
+// CLIENT_DEPRECATE_EOF is at least 7).
+func IsOldEOF(p []byte) bool { return len(p) == 5 && p[0] == EOFHeader }
 
 // OK is the decoded part of an OK packet keyshard needs.
 type OK struct {
@@ -101,6 +103,17 @@ func ParseEOF(p []byte) (warnings, status uint16) {
 		return binary.LittleEndian.Uint16(p[1:]), binary.LittleEndian.Uint16(p[3:])
 	}
 	return 0, 0
+}
+
+// ParseEnd decodes the packet that ends a result set, a classic EOF or
+// (CLIENT_DEPRECATE_EOF) a 0xfe-headed OK, into an OK.
+func ParseEnd(p []byte) (OK, error) {
+	if IsOldEOF(p) {
+		var ok OK
+		ok.Warnings, ok.Status = ParseEOF(p)
+		return ok, nil
+	}
+	return ParseOK(p)
 }
 
 // ParseErr decodes an ERR packet (protocol 4.1) into a *mysql.MyError.

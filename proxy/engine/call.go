@@ -62,6 +62,14 @@ func (e *Engine) relayCall(bc *backend.Conn, c *Call) (Result, error) {
 			}
 			held = append(held, bytes.Clone(cp))
 		}
+		var colsEnd []byte // the server's own EOF after the definitions
+		if !bc.DeprecateEOF() {
+			eof, err := readColsEOF(bc)
+			if err != nil {
+				return res, err
+			}
+			colsEnd = bytes.Clone(eof)
+		}
 		var row [][]byte // first row, physical packets
 		p = nil
 		out := false
@@ -80,7 +88,7 @@ func (e *Engine) relayCall(bc *backend.Conn, c *Call) (Result, error) {
 				}
 			}
 			if len(row) > 0 && wire.IsEOF(p) {
-				ok, perr := wire.ParseOK(p)
+				ok, perr := wire.ParseEnd(p)
 				if perr != nil {
 					return res, lostConn(bc, perr)
 				}
@@ -102,7 +110,13 @@ func (e *Engine) relayCall(bc *backend.Conn, c *Call) (Result, error) {
 				return res, err
 			}
 		}
-		if err := e.colsEOF(bc, 0); err != nil {
+		if colsEnd != nil {
+			w, st := wire.ParseEOF(colsEnd)
+			err = e.Client.ColsEnd(w, st)
+		} else {
+			err = e.colsEOF(bc, 0)
+		}
+		if err != nil {
 			return res, err
 		}
 		for _, rp := range row {
@@ -141,7 +155,7 @@ func (e *Engine) badSelect(bc *backend.Conn, c *Call, p []byte, res *Result) err
 		case p[0] == wire.ErrHeader && len(p) < wire.MaxPayload:
 			done = true
 		case rows && wire.IsEOF(p), !rows && p[0] == wire.OKHeader:
-			ok, perr := wire.ParseOK(p)
+			ok, perr := wire.ParseEnd(p)
 			if perr != nil {
 				return lostConn(bc, perr)
 			}
@@ -157,6 +171,11 @@ func (e *Engine) badSelect(bc *backend.Conn, c *Call, p []byte, res *Result) err
 			for range n {
 				if _, err := bp.ReadPacket(); err != nil {
 					return lostConn(bc, err)
+				}
+			}
+			if !bc.DeprecateEOF() {
+				if _, err := readColsEOF(bc); err != nil {
+					return err
 				}
 			}
 			rows = true

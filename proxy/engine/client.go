@@ -134,13 +134,21 @@ func (c *Client) RelayOK(p []byte, status uint16) error {
 }
 
 // RelayEnd relays the backend's terminator rp of a result set's rows (a
-// 0xfe-headed OK: backends use CLIENT_DEPRECATE_EOF) with its warnings and
-// status: as an EOF for a client without CLIENT_DEPRECATE_EOF, else as it
-// came, less session state the client did not ask for. rp is one physical
-// packet.
+// classic EOF, or a 0xfe-headed OK from a connection with
+// CLIENT_DEPRECATE_EOF) with its warnings and status: as it came when the
+// client expects that form (an OK less session state the client did not
+// ask for), else converted. rp is one physical packet.
 func (c *Client) RelayEnd(rp []byte, warnings, status uint16) error {
+	old := wire.IsOldEOF(rp)
 	if !c.DeprecateEOF() {
+		if old {
+			return c.Raw(rp) // the server's own
+		}
 		return c.EOF(warnings, status)
+	}
+	if old {
+		c.buf = wire.AppendResultEndOK(c.buf[:0], warnings, status)
+		return c.Packet(c.buf)
 	}
 	if status&wire.StatusSessionStateChange != 0 && !c.Tracks() {
 		c.buf = wire.StripState(c.buf[:0], rp)

@@ -96,6 +96,50 @@ func TestForwardResultSet(t *testing.T) {
 	}
 }
 
+// A classic client is served by connections opened without
+// CLIENT_DEPRECATE_EOF (the lease asks for the client's flavor): the
+// server's own EOF packets, status and warnings included, reach the client
+// unchanged; a client with CLIENT_DEPRECATE_EOF on such a connection (a
+// server without it) gets the OK form.
+func TestForwardClassicFraming(t *testing.T) {
+	defs := [][]byte{colDef("id", wire.TypeLongLong, 63)}
+	rows := rowsOf("1", "2")
+	status := autocommit | mysql.SERVER_STATUS_NO_INDEX_USED
+	colsEOF := wire.AppendEOF(nil, 1, autocommit|mysql.SERVER_MORE_RESULTS_EXISTS)
+	answerSet := cat(resultSet(defs, nil, nil)[:2], one(colsEOF), rows, one(wire.AppendEOF(nil, 2, status)))
+	for _, c := range []struct {
+		name       string
+		client     uint32
+		backendEOF bool // the connection negotiates CLIENT_DEPRECATE_EOF
+		want       [][]byte
+	}{
+		{"classic client, classic connection", classic, false, answerSet},
+		{"deprecate client, classic connection", deprecate, false,
+			cat(resultSet(defs, nil, nil)[:2], rows, one(wire.AppendResultEndOK(nil, 2, status)))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var sawDeprecate atomic.Bool
+			en := newEnv(t, c.client, answer("SELECT id", answerSet...))
+			en.lease.Caps = c.client &^ mysql.CLIENT_DEPRECATE_EOF
+			_, pkts, err := en.forward(nil, "SELECT id FROM t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantPackets(t, pkts, c.want)
+			bc, err := en.lease.Acquire(nil, Read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sawDeprecate.Store(bc.DeprecateEOF())
+			en.lease.Release(bc)
+			if sawDeprecate.Load() != c.backendEOF {
+				t.Errorf("backend connection DEPRECATE_EOF %v, want %v", sawDeprecate.Load(), c.backendEOF)
+			}
+			en.wantPool("n1", 1, 0, 1, 0)
+		})
+	}
+}
+
 func TestForwardOKAndErr(t *testing.T) {
 	info := "Rows matched: 3  Changed: 3  Warnings: 1"
 	okState := wire.AppendOKState(nil, 3, 7, autocommit, 1, info, wire.AppendTrackVariable(nil, "autocommit", "ON"))

@@ -344,7 +344,12 @@ func newEnv(t *testing.T, caps uint32, hs ...handler) *env {
 			User: "ks", Password: "secret", MaxConns: 4, WaitTimeout: 2 * time.Second, ConnectTimeout: 2 * time.Second}})
 	}
 	vars := &Vars{Multi: true}
-	en.lease = &Lease{Ctx: t.Context(), Vars: vars, Default: en.nodes["n1"], User: "app", Trace: en.tr}
+	// Backend connections use CLIENT_DEPRECATE_EOF, as the fake's scripted
+	// answers do, whatever the client: the engine converts for a classic
+	// client. (TestForwardClassicFraming sets Caps to the client's, as the
+	// session does, with classic answers.)
+	en.lease = &Lease{Ctx: t.Context(), Vars: vars, Default: en.nodes["n1"], User: "app", Trace: en.tr,
+		Caps: caps | mysql.CLIENT_DEPRECATE_EOF}
 	en.srv, en.peer = net.Pipe()
 	cl := NewClient(wire.NewConn(en.srv, 4096, 4096), mapErr)
 	cl.SetCaps(caps)

@@ -240,9 +240,19 @@ func (e *Engine) relayScatter(legs []Leg) error {
 						return e.Fail(lostConn(l.BC, err))
 					}
 				}
+				if !l.BC.DeprecateEOF() {
+					if _, err := readColsEOF(l.BC); err != nil {
+						return e.Fail(err)
+					}
+				}
 			} else {
 				if ncols, err = e.relayColumns(l.BC, p); err != nil {
 					return e.failRelay(err)
+				}
+				if !l.BC.DeprecateEOF() {
+					if _, err := readColsEOF(l.BC); err != nil {
+						return e.Fail(err)
+					}
 				}
 				if err := e.Client.ColsEnd(0, e.Conns.Status()); err != nil {
 					return err
@@ -260,7 +270,7 @@ func (e *Engine) relayScatter(legs []Leg) error {
 				l.finished = true
 				continue
 			}
-			ok, perr := wire.ParseOK(end.term)
+			ok, perr := wire.ParseEnd(end.term)
 			if perr != nil {
 				return e.Fail(lostConn(l.BC, perr))
 			}

@@ -65,6 +65,7 @@ type Lease struct {
 	Vars    *Vars
 	Default *backend.Node // the user's schema's default node (nil: no schema)
 	User    string
+	Caps    uint32        // the client's capabilities (see backend.Flavor)
 	Split   bool          // reads may go to replicas (user and schema allow it)
 	RYW     time.Duration // read-your-writes window (0: off)
 	Trace   Tracer
@@ -276,7 +277,7 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 
 // synced gets a connection from pool p and syncs it to the session.
 func (l *Lease) synced(p *backend.Pool) (*backend.Conn, error) {
-	bc, err := p.Get(l.Ctx)
+	bc, err := p.Get(l.Ctx, backend.FlavorOf(l.Caps, l.Vars.DB))
 	if err != nil {
 		return nil, err
 	}

@@ -121,7 +121,7 @@ func (src *legSource) Next() ([]byte, error) {
 		l.done++
 		return nil, err
 	case wire.IsEOF(p):
-		ok, perr := wire.ParseOK(p)
+		ok, perr := wire.ParseEnd(p)
 		if perr != nil {
 			return nil, lostConn(l.BC, perr)
 		}
@@ -185,6 +185,11 @@ func mergeColumns(legs []Leg, hidden int, trace Tracer) (cols []merge.Column, de
 				}
 			} else if col.Type != cols[c].Type && failed == nil {
 				failed = legFailed(l, "returned a column of another type than the other sub-tables (is the table's definition the same everywhere?)")
+			}
+		}
+		if !l.BC.DeprecateEOF() {
+			if _, err := readColsEOF(l.BC); err != nil {
+				return nil, nil, nil, err
 			}
 		}
 	}

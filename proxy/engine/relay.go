@@ -62,10 +62,32 @@ func (e *Engine) Relay(bc *backend.Conn, fieldList bool, cols *int) (Result, err
 			}
 			cols = nil // later result sets (CALL) are not the statement's
 		}
-		if !e.Client.DeprecateEOF() {
-			// The EOF after the column definitions. An EXECUTE that opened
-			// a cursor has no rows: the backend's terminator (status
-			// CURSOR_EXISTS) is that EOF, and the answer ends.
+		if !bc.DeprecateEOF() {
+			// The server's own EOF after the column definitions. An
+			// EXECUTE that opened a cursor ends with it (status
+			// CURSOR_EXISTS).
+			eof, err := readColsEOF(bc)
+			if err != nil {
+				return res, err
+			}
+			w, st := wire.ParseEOF(eof)
+			if st&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
+				bc.Status = st
+				if err := e.Client.ResultEnd(w, st|changed); err != nil {
+					return res, err
+				}
+				res.ResultSets++
+				return res, nil
+			}
+			if err := e.Client.ColsEnd(w, st|changed); err != nil {
+				return res, err
+			}
+			p = nil
+		} else if !e.Client.DeprecateEOF() {
+			// The EOF after the column definitions, which the server did
+			// not send. An EXECUTE that opened a cursor has no rows: the
+			// backend's terminator (status CURSOR_EXISTS) is that EOF, and
+			// the answer ends.
 			if p, err = bc.Packets().ReadRaw(); err != nil {
 				return res, lostConn(bc, err)
 			}
@@ -113,6 +135,19 @@ func (e *Engine) relayColumns(bc *backend.Conn, p []byte) (uint64, error) {
 		}
 	}
 	return n, nil
+}
+
+// readColsEOF reads the EOF a connection without CLIENT_DEPRECATE_EOF gets
+// after column definitions (valid until bc's next read).
+func readColsEOF(bc *backend.Conn) ([]byte, error) {
+	eof, err := bc.Packets().ReadPacket()
+	if err != nil {
+		return nil, lostConn(bc, err)
+	}
+	if !wire.IsOldEOF(eof) {
+		return nil, lostConn(bc, wire.ErrMalformed)
+	}
+	return eof, nil
 }
 
 // readResult reads the first packet of the next result of bc's answer and
@@ -264,7 +299,7 @@ func (e *Engine) endRows(bc *backend.Conn, rp []byte, rows uint64, fieldList boo
 			}
 		}
 	} else {
-		ok, perr := wire.ParseOK(rp)
+		ok, perr := wire.ParseEnd(rp)
 		if perr != nil {
 			return false, lostConn(bc, perr)
 		}

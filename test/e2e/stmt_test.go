@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
 )
 
 // Binary-protocol prepared statements (COM_STMT_*) end to end: keyshard
@@ -1443,7 +1444,7 @@ func TestStmtCursorBackendLost(t *testing.T) {
 		// will match). Take a slot so it can go on and the proxy can shut
 		// down; the pool's accounting is wrong from here on.
 		t.Errorf("FETCH on a cursor whose connection died: no answer (%v): the session hangs releasing the dead connection again", err)
-		if bc, err := p.Srv.Nodes()["node1"].Master.Get(context.Background()); err == nil {
+		if bc, err := p.Srv.Nodes()["node1"].Master.Get(context.Background(), backend.DefaultFlavor); err == nil {
 			_ = bc
 		}
 		return

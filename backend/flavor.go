@@ -1,0 +1,42 @@
+package backend
+
+import "github.com/go-mysql-org/go-mysql/mysql"
+
+// FlavorCaps are the client capability flags that change how a server
+// answers and that a connection keeps for life: EOF packets or not
+// (CLIENT_DEPRECATE_EOF), matched or changed rows (CLIENT_FOUND_ROWS),
+// function names followed by a space (CLIENT_IGNORE_SPACE), and
+// interactive_timeout for wait_timeout (CLIENT_INTERACTIVE). A client is
+// served only by connections opened with its own.
+const FlavorCaps = mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_IGNORE_SPACE | mysql.CLIENT_INTERACTIVE
+
+// Flavor is what a client needs of a backend connection beyond the
+// session state Sync replays: the capability flags it negotiated (within
+// FlavorCaps), and, for a client without a current database, a
+// connection on which none was ever selected (no command unselects one).
+type Flavor struct {
+	Caps uint32 // client capability flags within FlavorCaps
+	NoDB bool   // the connection must have no current database
+}
+
+// DefaultFlavor is what the pools' warm connections are opened with: what
+// current drivers negotiate.
+var DefaultFlavor = Flavor{Caps: mysql.CLIENT_DEPRECATE_EOF}
+
+// FlavorOf is the flavor a client with capabilities caps and current
+// database db needs.
+func FlavorOf(caps uint32, db string) Flavor {
+	return Flavor{Caps: caps & FlavorCaps, NoDB: db == ""}
+}
+
+// fits reports whether c may serve a client that needs f.
+func (c *Conn) fits(f Flavor) bool {
+	return c.flavor == f.Caps && (!f.NoDB || c.db == "")
+}
+
+// Caps are the capability flags the connection negotiated with the server.
+func (c *Conn) Caps() uint32 { return c.caps }
+
+// DeprecateEOF reports whether the server ends result sets with an OK
+// packet and sends no EOF after column definitions.
+func (c *Conn) DeprecateEOF() bool { return c.caps&mysql.CLIENT_DEPRECATE_EOF != 0 }
