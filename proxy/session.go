@@ -277,14 +277,8 @@ func (s *Session) writeOK(affected, insertID uint64) error {
 // (the default). Variable changes need nothing here: SET runs on a backend,
 // which tracks them itself, and its OK is relayed.
 func (s *Session) writeUseOK() error {
-	if !s.cl.Tracks() {
-		return s.writeOK(0, 0)
-	}
-	if v, ok := s.vars.State.Get("session_track_schema"); ok && (v == "0" || strings.EqualFold(v, "'OFF'")) {
-		return s.writeOK(0, 0)
-	}
-	var st [80]byte
-	return s.cl.OKState(s.lease.Status(), wire.AppendTrackSchema(st[:0], s.vars.DB))
+	v, set := s.vars.State.Get("session_track_schema")
+	return s.cl.UseOK(s.lease.Status(), s.vars.DB, !set || v != "0" && !strings.EqualFold(v, "'OFF'"))
 }
 
 // useDB changes the current database after checking it on the backend.
@@ -548,7 +542,7 @@ func (s *Session) interrupt(closeConn bool) {
 	}
 }
 
-// collationState maps a handshake collation id to a session State.
+// collationNames maps a handshake collation id to a charset and collation.
 func collationNames(id uint8) (cs, coll string) {
 	c, err := charset.GetCollationByID(int(id))
 	if err != nil || c == nil {

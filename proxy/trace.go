@@ -76,6 +76,9 @@ func (t *trace) WaitDone(bc *backend.Conn) {
 	}
 }
 
+// Retry ends a failed attempt: its time was spent on the backend.
+func (t *trace) Retry() { t.mark(digest.Backend) }
+
 // Sent counts rows sent and rows affected.
 func (t *trace) Sent(rows, affected uint64) {
 	t.rows += rows

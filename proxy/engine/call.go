@@ -9,10 +9,6 @@ import (
 	"github.com/keyshard/keyshard/router"
 )
 
-// callCaps are the capabilities the answer to a CALL assumes of its
-// client; backend connections always have both.
-const callCaps = mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS
-
 // Call describes an executed CALL statement.
 type Call struct {
 	Params int    // the statement's placeholder count
@@ -41,7 +37,7 @@ type Call struct {
 func (e *Engine) relayCall(bc *backend.Conn, c *Call) (Result, error) {
 	var res Result
 	bp := bc.Packets()
-	caps := e.Client.caps
+	caps := e.Client.caps // which of the two is missing decides
 	for {
 		p, done, err := e.readResult(bc, &res)
 		if done || err != nil {
@@ -183,14 +179,14 @@ func (e *Engine) badSelect(bc *backend.Conn, c *Call, p []byte, res *Result) err
 	}
 	e.Last.RowCount = -1
 	res.Err = &mysql.MyError{Code: mysql.ER_SP_BADSELECT, State: "0A000",
-		Message: "PROCEDURE " + CallName(c.SQL, c.DB) + " can't return a result set in the given context"}
+		Message: "PROCEDURE " + callName(c.SQL, c.DB) + " can't return a result set in the given context"}
 	e.Client.Error(res.Err)
 	return nil
 }
 
-// CallName is the procedure a CALL names, as MariaDB's messages print it:
+// callName is the procedure a CALL names, as MariaDB's messages print it:
 // db.name, unquoted, db defaulting to the current database db.
-func CallName(sql, db string) string {
+func callName(sql, db string) string {
 	i := router.Classify(sql).Start + len("call")
 	name, i := sqlIdent(sql, i)
 	if j := skipBlanks(sql, i); j < len(sql) && sql[j] == '.' {

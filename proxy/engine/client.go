@@ -22,10 +22,11 @@ func (e *ClientError) Error() string { return "client write: " + e.Err.Error() }
 func (e *ClientError) Unwrap() error { return e.Err }
 
 // Client writes answers to one client connection. It is the only place
-// that knows what the client negotiated: the EOF packets of clients without
-// CLIENT_DEPRECATE_EOF, the session-state information of OK packets for
-// clients without CLIENT_SESSION_TRACK. Executors hand it packets and
-// statuses and never branch on capabilities themselves.
+// that encodes what the client negotiated: the EOF packets of clients
+// without CLIENT_DEPRECATE_EOF, the session-state information of OK
+// packets for clients without CLIENT_SESSION_TRACK. Executors hand it
+// packets and statuses, and ask it (DeprecateEOF, MultiResults,
+// LocalFiles) only where the answer they relay must take another shape.
 //
 // It is a concrete type on purpose: rows go through it once per packet (or
 // once per buffer, RelayRows), and an interface call there would cost on
@@ -46,17 +47,22 @@ func NewClient(pkt *wire.Conn, mapErr func(error) *mysql.MyError) *Client {
 // SetCaps records the capabilities the client negotiated.
 func (c *Client) SetCaps(caps uint32) { c.caps = caps }
 
-// Caps returns the client's capabilities.
-func (c *Client) Caps() uint32 { return c.caps }
-
-// Packets is the client's packet connection (reads, flushes, counters).
-func (c *Client) Packets() *wire.Conn { return c.pkt }
-
 // DeprecateEOF reports whether the client negotiated CLIENT_DEPRECATE_EOF.
 func (c *Client) DeprecateEOF() bool { return c.caps&mysql.CLIENT_DEPRECATE_EOF != 0 }
 
 // Tracks reports whether the client asked for session-state tracking.
 func (c *Client) Tracks() bool { return c.caps&mysql.CLIENT_SESSION_TRACK != 0 }
+
+// MultiResults reports whether the client takes several result sets for
+// one command, text and prepared (CLIENT_MULTI_RESULTS and
+// CLIENT_PS_MULTI_RESULTS); the answer to a CALL assumes both.
+func (c *Client) MultiResults() bool {
+	const both = mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS
+	return c.caps&both == both
+}
+
+// LocalFiles reports whether the client sends files for LOAD DATA LOCAL.
+func (c *Client) LocalFiles() bool { return c.caps&mysql.CLIENT_LOCAL_FILES != 0 }
 
 // Packet writes one logical packet.
 func (c *Client) Packet(p []byte) error {
@@ -88,10 +94,15 @@ func (c *Client) OK(affected, insertID uint64, status, warnings uint16, info str
 	return c.Packet(c.buf)
 }
 
-// OKState writes an OK packet carrying session-state information (the
-// caller checked Tracks).
-func (c *Client) OKState(status uint16, state []byte) error {
-	c.buf = wire.AppendOKState(c.buf[:0], 0, 0, status, 0, "", state)
+// UseOK answers a change of database (USE, COM_INIT_DB) to db: a client
+// tracking session state is told the new database while track is on (the
+// session's session_track_schema), as MySQL does.
+func (c *Client) UseOK(status uint16, db string, track bool) error {
+	if !track || !c.Tracks() {
+		return c.OK(0, 0, status, 0, "")
+	}
+	var st [80]byte
+	c.buf = wire.AppendOKState(c.buf[:0], 0, 0, status, 0, "", wire.AppendTrackSchema(st[:0], db))
 	return c.Packet(c.buf)
 }
 

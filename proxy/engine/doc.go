@@ -1,6 +1,8 @@
 // Package engine executes a session's statements on backend connections
 // and streams the answers back to the client. It is the one place where a
-// backend result set is read and a client answer written:
+// backend's answer to a client's statement is read and relayed (the
+// session's own small queries, such as reading back a variable after SET,
+// use backend.Conn.Exec):
 //
 //   - Forward relays one command to one node (with one retry of a read
 //     that failed before any answer);

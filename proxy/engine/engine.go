@@ -17,6 +17,7 @@ type Tracer interface {
 	WaitStart()                // getting a backend connection starts
 	WaitDone(bc *backend.Conn) // ... and is over (bc nil: it failed)
 	FirstByte()                // the first packet of a backend's answer arrived
+	Retry()                    // a failed attempt ends; the statement is tried again
 	Sent(rows, affected uint64)
 	Running(bc *backend.Conn) // bc runs the statement (nil: none), for KILL QUERY
 	Killed() bool             // the session was killed
@@ -121,10 +122,16 @@ func sendErr(bc *backend.Conn, err error) error {
 	return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err}
 }
 
-// Send writes one command packet p (command byte first) to bc.
-func Send(bc *backend.Conn, p []byte) error {
+// send writes one command to bc and flushes it: the client's packet raw
+// (command byte first), or a COM_QUERY of sql.
+func send(bc *backend.Conn, raw []byte, sql *string) error {
 	bp := bc.Packets()
-	err := bp.WriteCommand(p[0], p[1:])
+	var err error
+	if sql != nil {
+		err = bp.WriteCommandString(mysql.COM_QUERY, *sql)
+	} else {
+		err = bp.WriteCommand(raw[0], raw[1:])
+	}
 	if err == nil {
 		err = bp.Flush()
 	}
@@ -170,19 +177,8 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 			return e.Fail(err)
 		}
 		start := time.Now()
-		bp := bc.Packets()
-		if sql != nil {
-			err = bp.WriteCommandString(mysql.COM_QUERY, *sql)
-		} else {
-			err = bp.WriteCommand(raw[0], raw[1:])
-		}
-		if err == nil {
-			err = bp.Flush()
-		}
 		var res Result
-		if err != nil {
-			err = sendErr(bc, err)
-		} else {
+		if err = send(bc, raw, sql); err == nil {
 			e.Trace.Running(bc)
 			if cmd == mysql.COM_STATISTICS {
 				err = e.relayOne(bc)
@@ -196,6 +192,7 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 		if err != nil {
 			if retriable && attempt == 0 && !res.Started && backend.KindOf(err) == backend.KindLost && !e.Trace.Killed() {
 				e.Conns.Release(bc) // broken: discarded
+				e.Trace.Retry()
 				p |= Retry
 				continue
 			}

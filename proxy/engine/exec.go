@@ -58,7 +58,7 @@ func (e *Engine) Execute(n *backend.Node, x Exec) error {
 	}
 	e.Trace.Running(bc)
 	var res Result
-	if x.Call != nil && e.Client.caps&callCaps != callCaps {
+	if x.Call != nil && !e.Client.MultiResults() {
 		res, err = e.relayCall(bc, x.Call)
 	} else {
 		res, err = e.Relay(bc, false, x.Cols)
@@ -85,7 +85,7 @@ func (e *Engine) Execute(n *backend.Node, x Exec) error {
 // after its last row or an error, or the connection failed), before bc is
 // released or discarded.
 func (e *Engine) Fetch(bc *backend.Conn, p []byte, closed func()) error {
-	if err := Send(bc, p); err != nil {
+	if err := send(bc, p, nil); err != nil {
 		closed()
 		return e.Lost(bc, err)
 	}

@@ -266,7 +266,7 @@ func frame(ps [][]byte) []byte {
 // goroutine at a time; the test reads it once the statement is over).
 type fakeTracer struct {
 	waited, running []*backend.Conn // WaitDone and Running arguments
-	first           int
+	first, retries  int
 	rows, affected  uint64
 	killed          atomic.Bool
 	run             chan *backend.Conn // each non-nil Running, for a KILL
@@ -275,6 +275,7 @@ type fakeTracer struct {
 func (t *fakeTracer) WaitStart()                {}
 func (t *fakeTracer) WaitDone(bc *backend.Conn) { t.waited = append(t.waited, bc) }
 func (t *fakeTracer) FirstByte()                { t.first++ }
+func (t *fakeTracer) Retry()                    { t.retries++ }
 func (t *fakeTracer) Sent(rows, affected uint64) {
 	t.rows, t.affected = t.rows+rows, t.affected+affected
 }
@@ -391,7 +392,7 @@ func (en *env) read() {
 // do runs f as the answer to one client command, flushes, and returns what
 // the client received (raw and as payloads) with f's error.
 func (en *env) do(f func() error) (raw []byte, pkts [][]byte, err error) {
-	pkt := en.e.Client.Packets()
+	pkt := en.e.Client.pkt
 	pkt.Seq = 1
 	err = f()
 	if pkt.Flush() == nil {

@@ -59,24 +59,23 @@ func (l *Leg) first(t Tracer) ([]byte, error) {
 	return p, nil
 }
 
+// where names the leg's node and the sub-table of its current statement.
+func (l *Leg) where() string {
+	if l.done < len(l.Route.SubTables) {
+		return "keyshard: node " + l.BC.Node() + " " + l.Route.SubTables[l.done]
+	}
+	return "keyshard: node " + l.BC.Node()
+}
+
 // legError names the node and sub-table of a backend error; the errno and
 // SQLSTATE stay the backend's.
 func legError(l *Leg, e *mysql.MyError) *mysql.MyError {
-	sub := ""
-	if l.done < len(l.Route.SubTables) {
-		sub = " " + l.Route.SubTables[l.done]
-	}
-	return &mysql.MyError{Code: e.Code, State: e.State, Message: "keyshard: node " + l.BC.Node() + sub + ": " + e.Message}
+	return &mysql.MyError{Code: e.Code, State: e.State, Message: l.where() + ": " + e.Message}
 }
 
 // legFailed is an error of keyshard's own about a leg's answer.
 func legFailed(l *Leg, msg string) *mysql.MyError {
-	sub := ""
-	if l.done < len(l.Route.SubTables) {
-		sub = " " + l.Route.SubTables[l.done]
-	}
-	return &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE,
-		Message: "keyshard: node " + l.BC.Node() + sub + " " + msg}
+	return &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE, Message: l.where() + " " + msg}
 }
 
 // sendQuery sends a merge leg's statement as a COM_QUERY.
@@ -182,7 +181,8 @@ func (e *Engine) sendLegs(legs []Leg, send func(l *Leg) error, name bool) error 
 			legs[j].BC.MarkBroken()
 		}
 		var be *backend.Error
-		if !errors.As(err, &be) && me == nil {
+		var ee *Error
+		if !errors.As(err, &be) && !errors.As(err, &ee) && me == nil {
 			err = &backend.Error{Kind: backend.KindLost, Node: l.BC.Node(), Addr: l.BC.Addr(), Msg: "sending statement", Err: err}
 		}
 		return err
@@ -286,8 +286,7 @@ func (e *Engine) relayScatter(legs []Leg) error {
 		return e.Fail(failed)
 	}
 	if !started {
-		e.Client.Error(Errorf(KindNoResult, "keyshard: the fan-out returned no result set"))
-		return nil
+		return e.Fail(Errorf(KindNoResult, "keyshard: the fan-out returned no result set"))
 	}
 	return e.Client.ResultEnd(warnings, e.Conns.Status())
 }

@@ -36,7 +36,8 @@ const (
 	// never refused by one on another node, never pinned.
 	Meta
 	// Extra: one more connection on a node for a merge leg: never the
-	// pinned one, never pinned.
+	// pinned one. (Released like any other, it may become the pinned one
+	// when the session has state to keep and nothing pinned yet.)
 	Extra
 )
 
@@ -176,8 +177,8 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 		if bc == nil {
 			bc, err = l.onNode(n, false)
 		}
-		if err == nil && bc != l.pinned {
-			l.meta = bc
+		if err == nil {
+			l.meta = bc // released as it came: pinned or pooled, never (un)pinned
 		}
 		return bc, err
 	}
@@ -202,7 +203,7 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 		if rp != nil {
 			l.lastRead = rp
 			bc, err := l.synced(rp)
-			if err != nil && skip == nil && RetryRead(err) {
+			if err != nil && skip == nil && retryRead(err) {
 				// Once more elsewhere: another replica or the master.
 				return l.acquire(n, p|Retry)
 			}
@@ -342,10 +343,15 @@ func (l *Lease) Release(bc *backend.Conn) {
 // every pin on it go. It reports whether bc held an open transaction, now
 // rolled back with it.
 func (l *Lease) Lost(bc *backend.Conn) (wasTx bool) {
-	wasTx = l.pinned == bc && bc.Status&wire.StatusInTrans != 0
+	pinned := l.pinned == bc
+	wasTx = pinned && bc.Status&wire.StatusInTrans != 0
 	bc.MarkBroken()
 	l.Release(bc)
-	l.sticky, l.lockTables = "", false
+	if pinned {
+		// What tied the session to that connection went with it; a
+		// connection lost on another node leaves the pinned one's state.
+		l.sticky, l.lockTables = "", false
+	}
 	return wasTx
 }
 
@@ -360,24 +366,17 @@ func (l *Lease) End() {
 		return
 	}
 	l.pinned = nil
-	pool := bc.Pool()
-	if bc.Broken() {
-		pool.Discard(bc)
-		return
+	if !bc.Broken() {
+		_ = bc.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = bc.Reset() // marks bc broken when it fails
+		_ = bc.SetDeadline(time.Time{})
 	}
-	_ = bc.SetDeadline(time.Now().Add(5 * time.Second))
-	err := bc.Reset()
-	_ = bc.SetDeadline(time.Time{})
-	if err != nil {
-		pool.Discard(bc)
-		return
-	}
-	pool.Put(bc)
+	l.putBack(bc)
 }
 
-// RetryRead reports whether a read that failed with err before anything
+// retryRead reports whether a read that failed with err before anything
 // reached the client may be retried on another backend.
-func RetryRead(err error) bool {
+func retryRead(err error) bool {
 	switch backend.KindOf(err) {
 	case backend.KindLost, backend.KindConnect, backend.KindDown, backend.KindPoolTimeout, backend.KindClosed:
 		return true

@@ -225,3 +225,32 @@ func TestLeaseLostInTx(t *testing.T) {
 	}
 	en.wantPool("n1", 0, 0, 0, 1)
 }
+
+// A connection lost on another node (a PREPARE's, a hinted statement's)
+// leaves the pinned connection and what pins it: its LOCK TABLES and
+// sticky state must not be forgotten, or the next release would hand it,
+// locks held, to the pool.
+func TestLeaseLostElsewhereKeepsPin(t *testing.T) {
+	en := newEnv(t, deprecate, nil, nil)
+	l, n1, n2 := en.lease, en.nodes["n1"], en.nodes["n2"]
+	l.SetLockTables(true)
+	l.Stick("user variables")
+	pinned := en.acquire(n1, Write)
+	l.Release(pinned)
+	if l.Pinned() != pinned {
+		t.Fatal("not pinned")
+	}
+	other := en.acquire(n2, Meta)
+	if wasTx := l.Lost(other); wasTx {
+		t.Error("a connection lost on another node reported the transaction lost")
+	}
+	if l.Pinned() != pinned || l.Sticky() != "user variables" || !l.InTx() {
+		t.Fatalf("after a loss on n2: pinned %v (want the n1 connection), sticky %q, InTx %v", l.Pinned(), l.Sticky(), l.InTx())
+	}
+	bc := en.acquire(nil, Write)
+	l.Release(bc)
+	if bc != pinned || l.Pinned() != pinned {
+		t.Error("the next statement did not run on, and keep, the pinned connection")
+	}
+	en.wantPool("n2", 0, 0, 0, 1)
+}

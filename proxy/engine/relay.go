@@ -332,7 +332,7 @@ func (e *Engine) localInfile(bc *backend.Conn, req []byte) error {
 		bc.MarkBroken()
 		return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "LOAD DATA LOCAL", Err: err}
 	}
-	if e.Client.caps&mysql.CLIENT_LOCAL_FILES == 0 {
+	if !e.Client.LocalFiles() {
 		// Tell the backend there is no file, then refuse.
 		if err := bp.WritePacket(nil); err != nil || bp.Flush() != nil {
 			return lost(err)
