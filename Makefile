@@ -23,7 +23,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 # odd sources).
 GOFILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './.tmp/*')
 
-.PHONY: help build test lint fmtcheck vet demo bench clean
+.PHONY: help build test lint fmtcheck vet demo bench compat clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -54,5 +54,8 @@ OUT ?= bench/RESULTS.md
 bench: ## sysbench direct vs keyshard + 1M-row streaming test; appends to bench/RESULTS.md
 	OUT="$(OUT)" bench/run.sh
 
-clean: ## remove bin/ and the demo/bench scratch dirs (backends stay: scripts/backends.sh down)
-	rm -rf bin .tmp/demo .tmp/bench
+compat: ## driver matrix: real client drivers direct vs through keyshard (test/drivers/run.sh; not part of test)
+	test/drivers/run.sh
+
+clean: ## remove bin/ and the demo/bench/compat scratch dirs (backends stay: scripts/backends.sh down)
+	rm -rf bin .tmp/demo .tmp/bench .tmp/compat

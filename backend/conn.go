@@ -28,12 +28,14 @@ const clientCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG |
 // Conn is one connection to a backend server. It belongs to one goroutine at
 // a time: the pool's, or the session that checked it out.
 type Conn struct {
-	pkt      *wire.Conn
-	pool     *Pool
-	threadID uint32
-	caps     uint32 // negotiated with the server
-	flavor   uint32 // the FlavorCaps asked for (see Flavor)
-	version  string
+	pkt       *wire.Conn
+	pool      *Pool
+	threadID  uint32
+	caps      uint32 // negotiated with the server
+	ext       uint32 // MariaDB extended capabilities negotiated
+	flavor    uint32 // the FlavorCaps asked for (see Flavor)
+	flavorExt uint32 // the FlavorExt asked for
+	version   string
 
 	// Status is the server status of the last OK/EOF seen.
 	Status uint16
@@ -95,7 +97,8 @@ func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	c := &Conn{pkt: wire.NewConn(nc, o.ReadBuffer, o.WriteBuffer), pool: p, created: time.Now(), flavor: f.Caps & FlavorCaps}
+	c := &Conn{pkt: wire.NewConn(nc, o.ReadBuffer, o.WriteBuffer), pool: p, created: time.Now(),
+		flavor: f.Caps & FlavorCaps, flavorExt: f.Ext & FlavorExt}
 	c.pkt.MaxRead = o.MaxPacket
 	if err := c.handshake(); err != nil {
 		nc.Close()
@@ -128,7 +131,7 @@ func (c *Conn) handshake() error {
 	if err != nil {
 		return err
 	}
-	c.version = string(ver)
+	c.version = c.pool.noteVersion(ver)
 	if pos+4+8+1+2 > len(p) {
 		return wire.ErrMalformed
 	}
@@ -139,9 +142,14 @@ func (c *Conn) handshake() error {
 	serverCaps := uint32(binary.LittleEndian.Uint16(p[pos:]))
 	pos += 2
 	plugin := mysql.AUTH_NATIVE_PASSWORD
+	var serverExt uint32
 	if pos+16 <= len(p) {
-		// charset(1) status(2) caps-high(2) auth-len(1) reserved(10)
+		// charset(1) status(2) caps-high(2) auth-len(1) reserved(10), the
+		// last 4 of which are MariaDB's extended capabilities
 		serverCaps |= uint32(binary.LittleEndian.Uint16(p[pos+3:])) << 16
+		if serverCaps&mysql.CLIENT_LONG_PASSWORD == 0 { // no CLIENT_MYSQL: MariaDB
+			serverExt = binary.LittleEndian.Uint32(p[pos+12:])
+		}
 		authLen := int(p[pos+5])
 		pos += 16
 		if serverCaps&mysql.CLIENT_SECURE_CONNECTION != 0 {
@@ -168,6 +176,8 @@ func (c *Conn) handshake() error {
 		return c.errorf(KindProtocol, nil, "server does not speak protocol 4.1")
 	}
 	c.caps = (clientCaps | c.flavor) & serverCaps
+	c.ext = c.flavorExt & serverExt
+	c.pool.serverExt.Store(serverExt)
 	o := &c.pool.opts
 	if plugin != mysql.AUTH_NATIVE_PASSWORD && plugin != mysql.AUTH_CACHING_SHA2_PASSWORD {
 		plugin = mysql.AUTH_NATIVE_PASSWORD
@@ -178,7 +188,8 @@ func (c *Conn) handshake() error {
 	buf = binary.LittleEndian.AppendUint32(buf, c.caps)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(o.MaxPacket))
 	buf = append(buf, o.CollationID)
-	buf = append(buf, make([]byte, 23)...)
+	buf = append(buf, make([]byte, 19)...)
+	buf = binary.LittleEndian.AppendUint32(buf, c.ext)
 	buf = append(buf, o.User...)
 	buf = append(buf, 0)
 	buf = mysql.AppendLengthEncodedInteger(buf, uint64(len(authResp)))
@@ -430,7 +441,7 @@ func (c *Conn) readResult() (*Result, error) {
 			return nil, c.lost(err)
 		}
 		res.Columns = append(res.Columns, string(name))
-		typ, cs, _ := wire.ColumnType(cp)
+		typ, cs, _ := wire.ColumnType(cp, c.ExtTypeInfo())
 		res.Types = append(res.Types, typ)
 		res.Binary = append(res.Binary, cs == 63)
 	}

@@ -10,12 +10,27 @@ import "github.com/go-mysql-org/go-mysql/mysql"
 // served only by connections opened with its own.
 const FlavorCaps = mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_IGNORE_SPACE | mysql.CLIENT_INTERACTIVE
 
+// MariaDB's extended capabilities: a second capability word, in the
+// greeting's reserved bytes when the server is MariaDB (no CLIENT_MYSQL)
+// and in the last 4 reserved bytes of the handshake response.
+const (
+	MariaDBProgress         = 1 << 0 // MARIADB_CLIENT_PROGRESS
+	MariaDBBulkOperations   = 1 << 2 // MARIADB_CLIENT_STMT_BULK_OPERATIONS
+	MariaDBExtendedTypeInfo = 1 << 3 // MARIADB_CLIENT_EXTENDED_TYPE_INFO: column definitions carry the type name and format (json, ...)
+)
+
+// FlavorExt are the extended capabilities a backend connection takes from
+// its client: extended type info changes every column definition.
+const FlavorExt = MariaDBExtendedTypeInfo
+
 // Flavor is what a client needs of a backend connection beyond the
 // session state Sync replays: the capability flags it negotiated (within
-// FlavorCaps), and, for a client without a current database, a
-// connection on which none was ever selected (no command unselects one).
+// FlavorCaps and FlavorExt), and, for a client without a current
+// database, a connection on which none was ever selected (no command
+// unselects one).
 type Flavor struct {
 	Caps uint32 // client capability flags within FlavorCaps
+	Ext  uint32 // MariaDB extended capabilities within FlavorExt
 	NoDB bool   // the connection must have no current database
 }
 
@@ -23,16 +38,20 @@ type Flavor struct {
 // current drivers negotiate.
 var DefaultFlavor = Flavor{Caps: mysql.CLIENT_DEPRECATE_EOF}
 
-// FlavorOf is the flavor a client with capabilities caps and current
-// database db needs.
-func FlavorOf(caps uint32, db string) Flavor {
-	return Flavor{Caps: caps & FlavorCaps, NoDB: db == ""}
+// FlavorOf is the flavor a client with capabilities caps, extended
+// capabilities ext and current database db needs.
+func FlavorOf(caps, ext uint32, db string) Flavor {
+	return Flavor{Caps: caps & FlavorCaps, Ext: ext & FlavorExt, NoDB: db == ""}
 }
 
 // fits reports whether c may serve a client that needs f.
 func (c *Conn) fits(f Flavor) bool {
-	return c.flavor == f.Caps && (!f.NoDB || c.db == "")
+	return c.flavor == f.Caps && c.flavorExt == f.Ext && (!f.NoDB || c.db == "")
 }
+
+// ExtTypeInfo reports whether column definitions on c carry MariaDB's
+// extended type info.
+func (c *Conn) ExtTypeInfo() bool { return c.ext&MariaDBExtendedTypeInfo != 0 }
 
 // Caps are the capability flags the connection negotiated with the server.
 func (c *Conn) Caps() uint32 { return c.caps }

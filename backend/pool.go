@@ -116,6 +116,47 @@ type Pool struct {
 
 	health
 	stmts Latency // statements run through Observe: count, errors, latency
+
+	version   atomic.Pointer[string] // the server's version, as its last handshake said
+	serverExt atomic.Uint32          // MariaDB extended capabilities it offers
+}
+
+// ServerExt are the MariaDB extended capabilities the server offered in
+// its last handshake with the pool (0 for MySQL, or before any).
+func (p *Pool) ServerExt() uint32 { return p.serverExt.Load() }
+
+// noteVersion records the version a handshake announced and returns it
+// (the pool's copy: no allocation per dial while it stays the same).
+func (p *Pool) noteVersion(v []byte) string {
+	if cur := p.version.Load(); cur != nil && *cur == string(v) {
+		return *cur
+	}
+	s := string(v)
+	p.version.Store(&s)
+	return s
+}
+
+// ServerVersion is the version the server announced in its last
+// handshake with the pool ("" before any).
+func (p *Pool) ServerVersion() string {
+	if v := p.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// Probe learns the server's version, connecting once if no connection was
+// made yet.
+func (p *Pool) Probe(ctx context.Context) (string, error) {
+	if v := p.ServerVersion(); v != "" {
+		return v, nil
+	}
+	c, err := p.Get(ctx, DefaultFlavor)
+	if err != nil {
+		return "", err
+	}
+	p.Put(c)
+	return p.ServerVersion(), nil
 }
 
 // NewPool creates a pool and starts its maintenance goroutine, which opens

@@ -25,11 +25,6 @@ const serverCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_FOUND_ROWS | mysql.
 	mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_COMPRESS | mysql.CLIENT_ZSTD_COMPRESSION_ALGORITHM |
 	mysql.CLIENT_SESSION_TRACK
 
-// ServerVersion is what clients see as the server version. 5.7-compatible on
-// purpose: clients pick their SQL dialect from it and the backends are
-// MariaDB/MySQL 5.7-style servers.
-const ServerVersion = "5.7.99-keyshard"
-
 const defaultCollationID = 45 // utf8mb4_general_ci
 
 // newScramble returns 20 random printable bytes (no NUL, as MySQL does).
@@ -45,6 +40,7 @@ func newScramble() []byte {
 // handshakeResponse is the decoded HandshakeResponse41.
 type handshakeResponse struct {
 	caps      uint32
+	ext       uint32 // MariaDB extended capabilities
 	collation uint8
 	user      string
 	auth      []byte
@@ -63,6 +59,9 @@ func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 		return nil, newErr(errNotSupported, "client does not support protocol 4.1")
 	}
 	r.collation = p[8]
+	if r.caps&mysql.CLIENT_LONG_PASSWORD == 0 { // no CLIENT_MYSQL: a MariaDB client
+		r.ext = binary.LittleEndian.Uint32(p[28:])
+	}
 	pos := 32
 	user, pos, err := wire.ReadNulString(p, pos)
 	if err != nil {
@@ -120,13 +119,11 @@ func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 
 // writeInitialHandshake sends Protocol::HandshakeV10.
 func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
-	caps := uint32(serverCaps)
-	if s.srv.tlsConf != nil {
-		caps |= mysql.CLIENT_SSL
-	}
+	id := s.srv.identity(s.snap)
+	caps := greetingCaps(id, s.srv.tlsConf != nil)
 	b := make([]byte, 0, 128)
 	b = append(b, 10)
-	b = append(b, ServerVersion...)
+	b = append(b, id.version...)
 	b = append(b, 0)
 	b = binary.LittleEndian.AppendUint32(b, s.id)
 	b = append(b, scramble[:8]...)
@@ -136,7 +133,8 @@ func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
 	b = binary.LittleEndian.AppendUint16(b, wire.StatusAutocommit)
 	b = binary.LittleEndian.AppendUint16(b, uint16(caps>>16))
 	b = append(b, byte(len(scramble)+1))
-	b = append(b, make([]byte, 10)...)
+	b = append(b, make([]byte, 6)...)
+	b = binary.LittleEndian.AppendUint32(b, id.ext) // MariaDB's extended capabilities
 	b = append(b, scramble[8:]...)
 	b = append(b, 0)
 	b = append(b, plugin...)
@@ -153,6 +151,7 @@ func (s *Session) handshake() error {
 	cfg := s.snap.cfg
 	plugin := defaultPlugin(cfg.DefaultAuthPlugin)
 	scramble := newScramble()
+	s.scramble = scramble
 	if err := s.writeInitialHandshake(scramble, plugin); err != nil {
 		return err
 	}
@@ -180,8 +179,9 @@ func (s *Session) handshake() error {
 		return err
 	}
 	s.caps = r.caps & (serverCaps | mysql.CLIENT_SSL)
-	s.cl.SetCaps(s.caps)
-	s.lease.Caps = s.caps
+	ext := r.ext & s.srv.identity(s.snap).ext
+	s.cl.SetCaps(s.caps, ext)
+	s.lease.Caps, s.lease.Ext = s.caps, ext
 	if err := s.authenticate(r.user, r.plugin, r.auth, scramble); err != nil {
 		return err
 	}
@@ -228,6 +228,7 @@ func (s *Session) authenticate(user, clientPlugin string, auth, scramble []byte)
 	}
 	if want != clientPlugin {
 		scramble = newScramble()
+		s.scramble = scramble // a later COM_CHANGE_USER answers this one, as with MariaDB
 		b := make([]byte, 0, 64)
 		b = append(b, wire.EOFHeader)
 		b = append(b, want...)
@@ -333,8 +334,12 @@ func (s *Session) writeFlush(b []byte) error {
 	return s.pkt.Flush()
 }
 
-// changeUser handles COM_CHANGE_USER: re-authenticates with an auth switch
-// to a fresh scramble, then resets the session as for a new connection.
+// changeUser handles COM_CHANGE_USER as MariaDB does: the client's answer
+// was computed over the scramble of the greeting (or of the last auth
+// switch), so it is checked against that one, with an auth switch only
+// when the user's plugin differs from the client's. Then the session is
+// reset as for a new connection. A failed change (the error is a keyshard
+// *Error) leaves the old session as it was.
 func (s *Session) changeUser(p []byte) error {
 	pos := 1
 	user, pos, err := wire.ReadNulString(p, pos)
@@ -351,7 +356,7 @@ func (s *Session) changeUser(p []byte) error {
 	} else if auth, pos, err = wire.ReadNulString(p, pos); err != nil {
 		return newErr(errMalformedPacket, "COM_CHANGE_USER: bad auth data")
 	}
-	_ = auth
+	auth = bytes.Clone(auth) // p is the read buffer; an auth switch reads on
 	db, pos, err := wire.ReadNulString(p, pos)
 	if err != nil {
 		return newErr(errMalformedPacket, "COM_CHANGE_USER: bad database name")
@@ -368,9 +373,7 @@ func (s *Session) changeUser(p []byte) error {
 		}
 	}
 	userS, dbS := string(user), string(db)
-	// Always switch to a fresh scramble: the client computed auth over the
-	// greeting's scramble, which keyshard no longer holds.
-	if err := s.authenticate(userS, "\x00"+plugin, nil, nil); err != nil {
+	if err := s.authenticate(userS, plugin, auth, s.scramble); err != nil {
 		return err
 	}
 	if err := s.setUser(userS); err != nil {

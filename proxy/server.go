@@ -30,6 +30,7 @@ import (
 type Server struct {
 	snap  atomic.Pointer[snapshot]  // the running configuration
 	black atomic.Pointer[blacklist] // the SQL blacklist (edited apart from the config)
+	ident atomic.Pointer[identity]  // the greeting last derived from a backend version
 	log   *zap.Logger
 	sql   *sqlLog
 
@@ -104,6 +105,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	}
 	s.black.Store(black)
 	s.snap.Store(snap)
+	s.learnIdentity(snap, time.Duration(cfg.ConnectTimeout))
 	if cfg.Source() != "" {
 		go s.watchConfig(fileSum(cfg.Source()))
 	}

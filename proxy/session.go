@@ -41,7 +41,8 @@ type Session struct {
 	log        *zap.Logger
 
 	caps      uint32
-	zstdLevel int // the client's zstd_compression_level
+	scramble  []byte // the greeting's (or last auth switch's): COM_CHANGE_USER answers it
+	zstdLevel int    // the client's zstd_compression_level
 	user      string
 	userConns *atomic.Int64 // the user's session count, which this session is in
 	collation uint8
@@ -243,6 +244,10 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		return s.writeOK(0, 0)
 	case mysql.COM_CHANGE_USER:
 		if err := s.changeUser(p); err != nil {
+			var pe *Error
+			if errors.As(err, &pe) || isMyError(err) {
+				return s.fail(err) // refused: the session goes on as it was
+			}
 			s.writeError(err)
 			return errCloseAfterReply
 		}

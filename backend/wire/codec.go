@@ -224,23 +224,41 @@ func ReadNulString(p []byte, pos int) (s []byte, next int, err error) {
 	return nil, pos, fmt.Errorf("%w: unterminated string", ErrMalformed)
 }
 
-// ColumnName extracts the name (not the original name) from a column
-// definition packet (protocol 4.1).
-// ColumnType returns the type (MYSQL_TYPE_*) and charset of a column
-// definition packet.
-func ColumnType(p []byte) (typ byte, charset uint16, err error) {
+// ColumnFixed returns the offset in column definition p of its
+// fixed-length fields (0x0c, charset(2), length(4), type(1), flags(2),
+// decimals(1)), after catalog, schema, table, org_table, name, org_name
+// and, when MariaDB's extended type info was negotiated (ext), the
+// extended metadata.
+func ColumnFixed(p []byte, ext bool) (int, error) {
 	pos := 0
-	for i := 0; i < 6; i++ { // catalog, schema, table, org_table, name, org_name
+	var err error
+	n := 6
+	if ext {
+		n = 7 // the extended metadata is one length-encoded string too
+	}
+	for i := 0; i < n; i++ {
 		if _, _, pos, err = ReadLenEncString(p, pos); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 	}
-	// length of the fixed fields (0x0c), charset(2), length(4), type(1)
-	if pos+8 > len(p) {
-		return 0, 0, ErrMalformed
+	if pos+11 > len(p) {
+		return 0, ErrMalformed
+	}
+	return pos, nil
+}
+
+// ColumnType returns the type (MYSQL_TYPE_*) and charset of a column
+// definition packet (ext: see ColumnFixed).
+func ColumnType(p []byte, ext bool) (typ byte, charset uint16, err error) {
+	pos, err := ColumnFixed(p, ext)
+	if err != nil {
+		return 0, 0, err
 	}
 	return p[pos+7], uint16(p[pos+1]) | uint16(p[pos+2])<<8, nil
 }
+
+// ColumnName extracts the name (not the original name) from a column
+// definition packet (protocol 4.1).
 
 func ColumnName(p []byte) ([]byte, error) {
 	pos := 0

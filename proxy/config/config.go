@@ -45,6 +45,7 @@ type Config struct {
 	MaxAllowedPacket   int      `yaml:"max_allowed_packet"`   // default 64 MiB
 	StmtCacheSize      int      `yaml:"stmt_cache_size"`      // prepared statements kept per backend connection, default 64
 	MaxMergeRows       int      `yaml:"max_merge_rows"`       // groups a cross-shard merge may hold to re-sort, default 100000
+	ServerVersion      string   `yaml:"server_version"`       // the version clients see; default: the backends' own (see proxy/identity.go)
 
 	// Read/write splitting and health checks (etc/ks.yaml documents each).
 	HealthCheckInterval  Duration `yaml:"health_check_interval"`   // default 1s

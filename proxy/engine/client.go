@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 )
 
@@ -34,6 +35,7 @@ func (e *ClientError) Unwrap() error { return e.Err }
 type Client struct {
 	pkt    *wire.Conn
 	caps   uint32
+	ext    uint32 // MariaDB extended capabilities
 	buf    []byte
 	mapErr func(error) *mysql.MyError
 }
@@ -44,8 +46,9 @@ func NewClient(pkt *wire.Conn, mapErr func(error) *mysql.MyError) *Client {
 	return &Client{pkt: pkt, mapErr: mapErr}
 }
 
-// SetCaps records the capabilities the client negotiated.
-func (c *Client) SetCaps(caps uint32) { c.caps = caps }
+// SetCaps records the capabilities the client negotiated, and the
+// MariaDB extended ones (backend.MariaDB*).
+func (c *Client) SetCaps(caps, ext uint32) { c.caps, c.ext = caps, ext }
 
 // DeprecateEOF reports whether the client negotiated CLIENT_DEPRECATE_EOF.
 func (c *Client) DeprecateEOF() bool { return c.caps&mysql.CLIENT_DEPRECATE_EOF != 0 }
@@ -183,6 +186,9 @@ func (c *Client) ResultSet(cols []string, rows [][]string, status uint16) error 
 		b = wire.AppendLenEncString(b, "")
 		b = wire.AppendLenEncString(b, col)
 		b = wire.AppendLenEncString(b, col)
+		if c.ext&backend.MariaDBExtendedTypeInfo != 0 {
+			b = append(b, 0) // no extended type info
+		}
 		b = append(b, 0x0c, 45, 0) // utf8mb4_general_ci
 		b = append(b, 0, 0, 1, 0)  // column length 65536
 		b = append(b, mysql.MYSQL_TYPE_VAR_STRING, 0, 0, 0x1f, 0, 0)

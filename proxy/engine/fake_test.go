@@ -353,7 +353,7 @@ func newEnv(t *testing.T, caps uint32, hs ...handler) *env {
 		Caps: caps | mysql.CLIENT_DEPRECATE_EOF}
 	en.srv, en.peer = net.Pipe()
 	cl := NewClient(wire.NewConn(en.srv, 4096, 4096), mapErr)
-	cl.SetCaps(caps)
+	cl.SetCaps(caps, 0)
 	en.e = &Engine{Client: cl, Conns: en.lease, Trace: en.tr, Vars: vars, Last: &Last{}, Nodes: en.nodes, MaxMergeRows: 1000}
 	go en.read()
 	t.Cleanup(en.close)

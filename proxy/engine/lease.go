@@ -67,6 +67,7 @@ type Lease struct {
 	Default *backend.Node // the user's schema's default node (nil: no schema)
 	User    string
 	Caps    uint32        // the client's capabilities (see backend.Flavor)
+	Ext     uint32        // the client's MariaDB extended capabilities
 	Split   bool          // reads may go to replicas (user and schema allow it)
 	RYW     time.Duration // read-your-writes window (0: off)
 	Trace   Tracer
@@ -278,7 +279,7 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 
 // synced gets a connection from pool p and syncs it to the session.
 func (l *Lease) synced(p *backend.Pool) (*backend.Conn, error) {
-	bc, err := p.Get(l.Ctx, backend.FlavorOf(l.Caps, l.Vars.DB))
+	bc, err := p.Get(l.Ctx, backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB))
 	if err != nil {
 		return nil, err
 	}

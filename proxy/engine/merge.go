@@ -174,7 +174,7 @@ func mergeColumns(legs []Leg, hidden int, trace Tracer) (cols []merge.Column, de
 			if err != nil {
 				return nil, nil, nil, lostConn(l.BC, err)
 			}
-			col, perr := merge.ParseColumn(cp)
+			col, perr := merge.ParseColumn(cp, l.BC.ExtTypeInfo())
 			if perr != nil {
 				return nil, nil, nil, lostConn(l.BC, perr)
 			}

@@ -29,17 +29,10 @@ const (
 )
 
 // ParseColumn reads a column definition packet (protocol 4.1).
-func ParseColumn(p []byte) (Column, error) {
-	pos := 0
-	var err error
-	for range 6 { // catalog, schema, table, org_table, name, org_name
-		if _, _, pos, err = wire.ReadLenEncString(p, pos); err != nil {
-			return Column{}, err
-		}
-	}
-	// 0x0c, charset(2), length(4), type(1), flags(2), decimals(1)
-	if pos+11 > len(p) {
-		return Column{}, wire.ErrMalformed
+func ParseColumn(p []byte, ext bool) (Column, error) {
+	pos, err := wire.ColumnFixed(p, ext) // ext: MariaDB's extended type info
+	if err != nil {
+		return Column{}, err
 	}
 	return Column{
 		Charset:  binary.LittleEndian.Uint16(p[pos+1:]),

@@ -1,11 +1,17 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend/wire"
 )
 
 // Nothing one client does to a pooled backend connection may show to the
@@ -97,4 +103,135 @@ func TestNoStateThroughPool(t *testing.T) {
 			t.Fatalf("a batch from a client with multi-statements, on the reset connection: %v", err)
 		}
 	})
+}
+
+// The greeting carries the backends' identity: MariaDB's version with
+// "-keyshard" for its distribution suffix, and MariaDB's capability bits
+// (no CLIENT_MYSQL), so drivers choose MariaDB's dialect; server_version
+// overrides it.
+func TestServerIdentity(t *testing.T) {
+	ref := goMySQL(t, fmt.Sprintf("127.0.0.1:%d", basePort))
+	want := ref.GetServerVersion()
+	i := strings.Index(want, "-MariaDB")
+	if i < 0 {
+		t.Fatalf("backend version %q is not MariaDB's", want)
+	}
+	want = want[:i+len("-MariaDB")] + "-keyshard"
+	p := startProxy(t, baseYAML("%ADDR%"))
+	c := goMySQL(t, p.Addr)
+	if got := c.GetServerVersion(); got != want {
+		t.Errorf("greeting version %q, want %q", got, want)
+	}
+	if c.HasCapability(mysql.CLIENT_LONG_PASSWORD) != ref.HasCapability(mysql.CLIENT_LONG_PASSWORD) {
+		t.Errorf("CLIENT_MYSQL (CLIENT_LONG_PASSWORD) negotiated: keyshard %v, MariaDB %v",
+			c.HasCapability(mysql.CLIENT_LONG_PASSWORD), ref.HasCapability(mysql.CLIENT_LONG_PASSWORD))
+	}
+	if got, direct := queryString(t, c, "SELECT VERSION()"), queryString(t, ref, "SELECT VERSION()"); got != direct {
+		t.Errorf("SELECT VERSION() %q, want the backend's %q", got, direct)
+	}
+	p2 := startProxy(t, baseYAML("%ADDR%")+"server_version: 8.0.36-keyshard\n")
+	if got := goMySQL(t, p2.Addr).GetServerVersion(); got != "8.0.36-keyshard" {
+		t.Errorf("with server_version set: greeting %q", got)
+	}
+}
+
+// userConn is a hand-made client connection: the greeting's scramble in
+// hand, so that COM_CHANGE_USER can be answered as libmariadb does.
+type userConn struct {
+	pkt      *wire.Conn
+	scramble []byte
+}
+
+// userLogin logs in as ks/ks to ks_test with mysql_native_password.
+func userLogin(t *testing.T, addr string) *userConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	c := &userConn{pkt: wire.NewConn(nc, 4096, 4096)}
+	g, err := c.pkt.ReadPacket()
+	if err != nil || len(g) < 1 || g[0] != 10 {
+		t.Fatalf("greeting: %q, %v", g, err)
+	}
+	_, pos, _ := wire.ReadNulString(g, 1)
+	c.scramble = append([]byte(nil), g[pos+4:pos+12]...)
+	pos += 4 + 8 + 1 + 2 + 1 + 2 + 2 + 1 + 10
+	c.scramble = append(c.scramble, g[pos:pos+12]...)
+	caps := uint32(mysql.CLIENT_PROTOCOL_41 | mysql.CLIENT_SECURE_CONNECTION | mysql.CLIENT_PLUGIN_AUTH |
+		mysql.CLIENT_CONNECT_WITH_DB | mysql.CLIENT_DEPRECATE_EOF)
+	b := binary.LittleEndian.AppendUint32(nil, caps)
+	b = binary.LittleEndian.AppendUint32(b, 1<<24)
+	b = append(b, 45)
+	b = append(b, make([]byte, 23)...)
+	b = append(b, "ks\x00"...)
+	auth := mysql.CalcNativePassword(c.scramble, []byte("ks"))
+	b = append(append(b, byte(len(auth))), auth...)
+	b = append(b, "ks_test\x00"...)
+	b = append(b, mysql.AUTH_NATIVE_PASSWORD+"\x00"...)
+	if ans := c.send(t, 1, b); ans[0] != mysql.OK_HEADER {
+		t.Fatalf("login: %q", ans)
+	}
+	return c
+}
+
+// send writes one packet with sequence id seq and reads the answer's
+// first packet.
+func (c *userConn) send(t *testing.T, seq uint8, p []byte) []byte {
+	t.Helper()
+	c.pkt.Seq = seq
+	if err := c.pkt.WritePacket(p); err != nil || c.pkt.Flush() != nil {
+		t.Fatalf("write: %v", err)
+	}
+	ans, err := c.pkt.ReadPacket()
+	if err != nil || len(ans) == 0 {
+		t.Fatalf("read: %q, %v", ans, err)
+	}
+	return ans
+}
+
+// changeUser sends COM_CHANGE_USER with mysql_native_password's answer over
+// the greeting's scramble, as libmariadb does, and answers an auth switch
+// if one comes (switched says so).
+func (c *userConn) changeUser(t *testing.T, user, password, db string) (ans []byte, switched bool) {
+	t.Helper()
+	b := append([]byte{mysql.COM_CHANGE_USER}, user...)
+	auth := mysql.CalcNativePassword(c.scramble, []byte(password))
+	b = append(append(append(b, 0, byte(len(auth))), auth...), db...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint16(b, 45)
+	b = append(b, mysql.AUTH_NATIVE_PASSWORD+"\x00"...)
+	ans = c.send(t, 0, b)
+	if ans[0] != mysql.EOF_HEADER {
+		return ans, false
+	}
+	_, rest, _ := bytes.Cut(ans[1:], []byte{0})
+	c.scramble = append([]byte(nil), rest[:20]...)
+	return c.send(t, c.pkt.Seq, mysql.CalcNativePassword(c.scramble, []byte(password))), true
+}
+
+// COM_CHANGE_USER answered over the greeting's scramble (libmariadb's
+// mysql_change_user, mysqlclient) succeeds, and a failed change leaves the
+// session usable, as with MariaDB (which may first switch to a fresh
+// scramble; keyshard takes the answer it was given, with no switch).
+func TestComChangeUserSameScramble(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	for _, addr := range []string{fmt.Sprintf("127.0.0.1:%d", basePort), p.Addr} {
+		c := userLogin(t, addr)
+		ans, switched := c.changeUser(t, "ks", "ks", "ks_test")
+		if ans[0] != mysql.OK_HEADER {
+			t.Fatalf("%s: COM_CHANGE_USER ks/ks: %q, want OK", addr, ans)
+		}
+		if addr == p.Addr && switched {
+			t.Errorf("keyshard asked for an auth switch: the answer over the greeting's scramble was not taken")
+		}
+		if ans, _ := c.changeUser(t, "ks", "wrong", "ks_test"); ans[0] != mysql.ERR_HEADER ||
+			binary.LittleEndian.Uint16(ans[1:]) != mysql.ER_ACCESS_DENIED_ERROR {
+			t.Fatalf("%s: COM_CHANGE_USER with a wrong password: %q, want ERR 1045", addr, ans)
+		}
+		if ans := c.send(t, 0, []byte{mysql.COM_PING}); ans[0] != mysql.OK_HEADER {
+			t.Fatalf("%s: COM_PING after a failed COM_CHANGE_USER: %q, want OK (the session goes on)", addr, ans)
+		}
+	}
 }

@@ -543,11 +543,14 @@ func changeUser(t *testing.T, c *client.Conn, user, password, db string) []byte 
 	t.Helper()
 	b := []byte{mysql.COM_CHANGE_USER}
 	b = append(b, user...)
-	b = append(b, 0, 0) // empty auth response: the proxy always switches to a fresh scramble
+	// An empty answer for a plugin keyshard does not take: it asks for
+	// mysql_native_password with an auth switch. (TestComChangeUserSameScramble
+	// covers the answer over the greeting's scramble, without a switch.)
+	b = append(b, 0, 0)
 	b = append(b, db...)
 	b = append(b, 0)
 	b = binary.LittleEndian.AppendUint16(b, 45)
-	b = append(b, mysql.AUTH_NATIVE_PASSWORD...)
+	b = append(b, "mysql_clear_password"...)
 	b = append(b, 0)
 	p := command(t, c, b...)
 	if p[0] != mysql.EOF_HEADER {
@@ -605,13 +608,14 @@ func TestComChangeUser(t *testing.T) {
 	if v := queryString(t, c, "SELECT @@port"); v != fmt.Sprint(basePort) {
 		t.Fatalf("after COM_CHANGE_USER back to ks: port %s", v)
 	}
-	// A wrong password: ERR 1045 and the connection is closed, as MySQL does.
+	// A wrong password: ERR 1045, and the session goes on as it was, as
+	// MariaDB's does.
 	ans := changeUser(t, c, "ks", "wrong", "ks_test")
 	if errCode(ans) != mysql.ER_ACCESS_DENIED_ERROR {
 		t.Fatalf("COM_CHANGE_USER with a wrong password: %q, want ERR 1045", ans)
 	}
-	if _, err := c.Execute("SELECT 1"); err == nil {
-		t.Fatal("connection still usable after a failed COM_CHANGE_USER")
+	if v := queryString(t, c, "SELECT @@port"); v != fmt.Sprint(basePort) {
+		t.Fatalf("after a failed COM_CHANGE_USER: port %s, want the old session's %d", v, basePort)
 	}
 }
 
