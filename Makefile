@@ -31,9 +31,10 @@ help: ## list the targets
 build: ## build bin/keyshard (version from git describe)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/keyshard
 
-test: fmtcheck vet ## gofmt check, go vet, then go test -race ./... (end-to-end tests start their own MariaDB)
+test: fmtcheck vet ## gofmt check, go vet, go test -race ./... (end-to-end tests start their own MariaDB), then the driver matrix
 	scripts/backends.sh install
 	$(GO) test -race -count=1 -timeout 12m ./...
+	test/drivers/run.sh
 
 lint: fmtcheck vet ## gofmt check, go vet, staticcheck
 	$(GO) run $(STATICCHECK) ./...
@@ -54,7 +55,7 @@ OUT ?= bench/RESULTS.md
 bench: ## sysbench direct vs keyshard + 1M-row streaming test; appends to bench/RESULTS.md
 	OUT="$(OUT)" bench/run.sh
 
-compat: ## driver matrix: real client drivers direct vs through keyshard (test/drivers/run.sh; not part of test)
+compat: ## driver matrix alone: real client drivers direct vs through keyshard (test/drivers/run.sh; make test runs it too)
 	test/drivers/run.sh
 
 clean: ## remove bin/ and the demo/bench/compat scratch dirs (backends stay: scripts/backends.sh down)

@@ -176,7 +176,9 @@ func (c *Conn) handshake() error {
 		return c.errorf(KindProtocol, nil, "server does not speak protocol 4.1")
 	}
 	c.caps = (clientCaps | c.flavor) & serverCaps
-	c.ext = c.flavorExt & serverExt
+	// Bulk execution only enables a command: every connection may take
+	// it, whatever its client.
+	c.ext = (c.flavorExt | MariaDBBulkOperations) & serverExt
 	c.pool.serverExt.Store(serverExt)
 	o := &c.pool.opts
 	if plugin != mysql.AUTH_NATIVE_PASSWORD && plugin != mysql.AUTH_CACHING_SHA2_PASSWORD {

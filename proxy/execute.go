@@ -7,6 +7,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/router"
 )
@@ -179,4 +180,76 @@ func indexOf(xs []int, x int) int {
 		}
 	}
 	return -1
+}
+
+// MariaDB's COM_STMT_BULK_EXECUTE (Connector/C's STMT_ATTR_ARRAY_SIZE,
+// MariaDB Connector/J's useBulkStmts): one command carrying many rows of
+// parameters, each value behind an indicator byte.
+const (
+	comStmtBulkExecute = 0xfa
+	bulkSendTypes      = 128 // the packet carries the parameter types
+)
+
+// stmtBulk runs COM_STMT_BULK_EXECUTE p of st on its node, as EXECUTE
+// runs: prepared on the connection that runs it, the statement id
+// rewritten. The types a packet without them relies on are the ones the
+// client last sent, which the backend statement may not have seen: they
+// are put in. A statement on sharded tables is refused (its rows would
+// need splitting by shard).
+func (s *Session) stmtBulk(st *prepared, p []byte) error {
+	s.traceStmt(st, false)
+	if len(p) < 7 {
+		return s.fail(newErr(errMalformedPacket, "COM_STMT_BULK_EXECUTE: short packet"))
+	}
+	if st.planErr != nil {
+		return s.fail(st.planErr)
+	}
+	if st.plan != nil {
+		t := st.plan.Tables()[0]
+		return s.fail(newErr(errNotSupported, "keyshard: bulk execution of a statement on sharded table %s is not routed; "+
+			"execute its rows one by one (COM_STMT_EXECUTE) or send a multi-row INSERT", t.Table))
+	}
+	flags := binary.LittleEndian.Uint16(p[5:])
+	if flags&bulkSendTypes != 0 {
+		if len(p) < 7+2*st.params {
+			return s.fail(newErr(errMalformedPacket, "COM_STMT_BULK_EXECUTE: short packet"))
+		}
+		st.types = append(st.types[:0], p[7:7+2*st.params]...)
+	}
+	if st.sticky != "" {
+		s.lease.Stick(st.sticky)
+	}
+	if s.lease.Tracking() {
+		defer s.lease.MarkWrite()
+	}
+	s.tr.mark(digest.Route)
+	x := &execution{s: s, st: st, p: p}
+	return s.eng.Execute(st.node, engine.Exec{Send: x.sendBulk})
+}
+
+// sendBulk buffers the bulk execution on bc with bc's statement id.
+func (x *execution) sendBulk(bc *backend.Conn) error {
+	s, st, p := x.s, x.st, x.p
+	bs, err := x.stmtOn(bc, st.sql)
+	if err != nil {
+		return err
+	}
+	flags := binary.LittleEndian.Uint16(p[5:])
+	pkt := p
+	if flags&bulkSendTypes == 0 && !bytes.Equal(bs.Types, st.types) {
+		if len(st.types) != 2*st.params {
+			return newErr(errNotSupported, "keyshard: COM_STMT_BULK_EXECUTE without parameter types before any were sent")
+		}
+		pkt = append(s.xbuf[:0], p[:5]...)
+		pkt = binary.LittleEndian.AppendUint16(pkt, flags|bulkSendTypes)
+		pkt = append(append(pkt, st.types...), p[7:]...)
+		s.xbuf = pkt
+	}
+	binary.LittleEndian.PutUint32(pkt[1:], bs.ID)
+	bs.Types = append(bs.Types[:0], st.types...)
+	if err := bc.Packets().WriteCommand(pkt[0], pkt[1:]); err != nil {
+		bc.MarkBroken()
+		return err
+	}
+	return nil
 }

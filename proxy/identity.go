@@ -79,7 +79,7 @@ func (s *Server) identity(snap *snapshot) identity {
 		return *id
 	}
 	id := &identity{backend: &bv, version: greetingVersion(bv), mariaDB: strings.Contains(bv, "MariaDB"),
-		ext: n.Master.ServerExt() & backend.FlavorExt}
+		ext: n.Master.ServerExt() & (backend.FlavorExt | backend.MariaDBBulkOperations)}
 	s.ident.Store(id)
 	return *id
 }

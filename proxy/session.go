@@ -213,7 +213,9 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 			return s.fail(err)
 		}
 		return s.writeUseOK()
-	case mysql.COM_FIELD_LIST, mysql.COM_STATISTICS:
+	case mysql.COM_FIELD_LIST, mysql.COM_STATISTICS, mysql.COM_REFRESH, mysql.COM_DEBUG:
+		// To the pinned connection or the default node, where the server
+		// checks the privileges they need (RELOAD, SUPER).
 		return s.eng.Forward(nil, p, nil, nil)
 	case mysql.COM_SET_OPTION:
 		if len(p) < 3 {
@@ -254,7 +256,8 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		return s.writeOK(0, 0)
 	case mysql.COM_STMT_PREPARE:
 		return s.stmtPrepare(p)
-	case mysql.COM_STMT_EXECUTE, mysql.COM_STMT_FETCH, mysql.COM_STMT_RESET, mysql.COM_STMT_CLOSE, mysql.COM_STMT_SEND_LONG_DATA:
+	case mysql.COM_STMT_EXECUTE, mysql.COM_STMT_FETCH, mysql.COM_STMT_RESET, mysql.COM_STMT_CLOSE, mysql.COM_STMT_SEND_LONG_DATA,
+		comStmtBulkExecute:
 		return s.stmtCommand(p)
 	case mysql.COM_PROCESS_KILL:
 		if len(p) < 5 {

@@ -218,6 +218,12 @@ func (s *Session) stmtCommand(p []byte) error {
 			return s.fail(err)
 		}
 		return s.stmtExecute(st, p)
+	case comStmtBulkExecute:
+		st, err := s.stmtFor(p, "mysqld_stmt_bulk_execute")
+		if err != nil {
+			return s.fail(err)
+		}
+		return s.stmtBulk(st, p)
 	case mysql.COM_STMT_FETCH:
 		st, err := s.stmtFor(p, "mysqld_stmt_fetch")
 		if err != nil {

@@ -180,7 +180,7 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 		var res Result
 		if err = send(bc, raw, sql); err == nil {
 			e.Trace.Running(bc)
-			if cmd == mysql.COM_STATISTICS {
+			if cmd == mysql.COM_STATISTICS || cmd == mysql.COM_DEBUG {
 				err = e.relayOne(bc)
 				res.Started = true
 			} else {
@@ -221,7 +221,8 @@ func (e *Engine) readFoundRows(bc *backend.Conn) {
 	}
 }
 
-// relayOne relays a single-packet answer (COM_STATISTICS).
+// relayOne relays a single-packet answer (COM_STATISTICS's text,
+// COM_DEBUG's EOF).
 func (e *Engine) relayOne(bc *backend.Conn) error {
 	p, err := bc.Packets().ReadPacket()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 )
 
@@ -143,7 +144,11 @@ type userConn struct {
 }
 
 // userLogin logs in as ks/ks to ks_test with mysql_native_password.
-func userLogin(t *testing.T, addr string) *userConn {
+func userLogin(t *testing.T, addr string) *userConn { return userLoginDB(t, addr, "ks_test") }
+
+// userLoginDB logs in as ks/ks to db, as a MariaDB client that takes bulk
+// execution (MARIADB_CLIENT_STMT_BULK_OPERATIONS).
+func userLoginDB(t *testing.T, addr, db string) *userConn {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -164,11 +169,12 @@ func userLogin(t *testing.T, addr string) *userConn {
 	b := binary.LittleEndian.AppendUint32(nil, caps)
 	b = binary.LittleEndian.AppendUint32(b, 1<<24)
 	b = append(b, 45)
-	b = append(b, make([]byte, 23)...)
+	b = append(b, make([]byte, 19)...)
+	b = binary.LittleEndian.AppendUint32(b, backend.MariaDBBulkOperations)
 	b = append(b, "ks\x00"...)
 	auth := mysql.CalcNativePassword(c.scramble, []byte("ks"))
 	b = append(append(b, byte(len(auth))), auth...)
-	b = append(b, "ks_test\x00"...)
+	b = append(append(b, db...), 0)
 	b = append(b, mysql.AUTH_NATIVE_PASSWORD+"\x00"...)
 	if ans := c.send(t, 1, b); ans[0] != mysql.OK_HEADER {
 		t.Fatalf("login: %q", ans)
