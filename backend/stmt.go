@@ -2,6 +2,7 @@ package backend
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
@@ -57,7 +58,38 @@ func (c *Conn) StmtCount() int { return len(c.stmts.byKey) }
 // not nil, together with the answer's first packet up front. A MySQL error
 // (bad SQL) is returned as *mysql.MyError and leaves the connection
 // usable; others mark it broken.
+//
+// The server's limit on prepared statements is server-wide
+// (max_prepared_stmt_count): when a PREPARE meets it (1461), the
+// statements this connection keeps cached are closed and the PREPARE is
+// tried once more.
 func (c *Conn) Prepare(key, sql string, each func(p []byte) error) (*Stmt, error) {
+	st, err := c.prepare(key, sql, each)
+	var me *mysql.MyError
+	if errors.As(err, &me) && me.Code == mysql.ER_MAX_PREPARED_STMT_COUNT_REACHED && c.evictStmts() > 0 {
+		return c.prepare(key, sql, each)
+	}
+	return st, err
+}
+
+// evictStmts closes every cached statement but cursor holders (their
+// COM_STMT_CLOSE goes out with the next command); it returns how many.
+func (c *Conn) evictStmts() int {
+	n := 0
+	for st := c.stmts.tail; st != nil; {
+		prev := st.prev
+		if !st.Cursor {
+			c.stmts.unlink(st)
+			delete(c.stmts.byKey, st.key)
+			c.closeStmt(st.ID)
+			n++
+		}
+		st = prev
+	}
+	return n
+}
+
+func (c *Conn) prepare(key, sql string, each func(p []byte) error) (*Stmt, error) {
 	c.makeRoom(key)
 	if err := c.pkt.WriteCommandString(mysql.COM_STMT_PREPARE, sql); err != nil {
 		return nil, c.lost(err)

@@ -241,3 +241,33 @@ func TestComChangeUserSameScramble(t *testing.T) {
 		}
 	}
 }
+
+// The server's max_prepared_stmt_count is server-wide, and keyshard keeps
+// statements prepared on its pooled connections for the next client:
+// when a PREPARE meets the limit (1461), the connection's cached
+// statements are closed and the PREPARE tried again, so prepare/close
+// churn through keyshard works as it does directly.
+func TestPreparedStatementLimit(t *testing.T) {
+	root := func(q string) {
+		t.Helper()
+		if out, err := backends("sql", fmt.Sprint(basePort), q); err != nil {
+			t.Fatalf("%s: %v\n%s", q, err, out)
+		}
+	}
+	root("SET GLOBAL max_prepared_stmt_count = 8")
+	t.Cleanup(func() { root("SET GLOBAL max_prepared_stmt_count = DEFAULT") })
+	p := startProxy(t, strings.Replace(baseYAML("%ADDR%"), "max_conns_limit: 16", "max_conns_limit: 1", 1))
+	db := p.open(t, "ks:ks", "ks_test", "")
+	db.SetMaxOpenConns(1)
+	for i := range 40 {
+		st, err := db.Prepare(fmt.Sprintf("SELECT %d + ?", i))
+		if err != nil {
+			t.Fatalf("PREPARE #%d: %v", i, err)
+		}
+		var got int
+		if err := st.QueryRow(1).Scan(&got); err != nil || got != i+1 {
+			t.Fatalf("EXECUTE #%d: %d, %v", i, got, err)
+		}
+		st.Close()
+	}
+}
