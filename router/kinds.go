@@ -50,19 +50,29 @@ func Writes(info Info) bool {
 // LOCK TABLES tie it too, until they end: the server status and the
 // session tell those.)
 func Sticky(info Info) string {
-	switch {
-	case info.Kind == KindPrepare || info.Kind == KindExecute:
+	if info.Kind == KindPrepare || info.Kind == KindExecute {
 		return "PREPARE"
+	}
+	if why := stickyFlags(info); why != "" {
+		return why
+	}
+	if info.Flags&FlagMulti != 0 {
+		// Effects of later statements are unknown to the classifier: keep
+		// the connection, as for user variables.
+		return "multi-statements"
+	}
+	return ""
+}
+
+// stickyFlags says which connection-bound state a statement's words show.
+func stickyFlags(info Info) string {
+	switch {
 	case info.Flags&FlagUserVar != 0:
 		return "user variables"
 	case info.Flags&FlagGetLock != 0:
 		return "GET_LOCK"
 	case info.Flags&FlagTemporary != 0:
 		return "temporary tables"
-	case info.Flags&FlagMulti != 0:
-		// Effects of later statements are unknown to the classifier: keep
-		// the connection, as for user variables.
-		return "multi-statements"
 	}
 	return ""
 }
@@ -72,13 +82,8 @@ func Sticky(info Info) string {
 // reasons, any kind keyshard does not know to be free of session effects
 // (SET, CALL, DO, ...) ties the session.
 func StickyPrepared(info Info) string {
-	switch {
-	case info.Flags&FlagUserVar != 0:
-		return "user variables"
-	case info.Flags&FlagGetLock != 0:
-		return "GET_LOCK"
-	case info.Flags&FlagTemporary != 0:
-		return "temporary tables"
+	if why := stickyFlags(info); why != "" {
+		return why
 	}
 	switch info.Kind {
 	case KindSelect, KindInsert, KindUpdate, KindDelete, KindReplace, KindShow,
