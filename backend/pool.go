@@ -293,20 +293,33 @@ func (p *Pool) dial(ctx context.Context, f Flavor) (*Conn, error) {
 	return c, nil
 }
 
-// popIdle takes the most recently used idle connection that fits f.
+// popIdle takes the most recently used idle connection that fits f. A
+// session with a database prefers one that has one too, keeping those that
+// never had one for the sessions without.
 func (p *Pool) popIdle(f Flavor) *Conn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	pick := -1
 	for i := len(p.idle) - 1; i >= 0; i-- {
 		if c := p.idle[i]; c.fits(f) {
-			n := len(p.idle) - 1
-			copy(p.idle[i:], p.idle[i+1:])
-			p.idle[n] = nil
-			p.idle = p.idle[:n]
-			return c
+			if f.NoDB || c.db != "" {
+				pick = i
+				break
+			}
+			if pick < 0 {
+				pick = i
+			}
 		}
 	}
-	return nil
+	if pick < 0 {
+		return nil
+	}
+	c := p.idle[pick]
+	n := len(p.idle) - 1
+	copy(p.idle[pick:], p.idle[pick+1:])
+	p.idle[n] = nil
+	p.idle = p.idle[:n]
+	return c
 }
 
 // popColdest takes the least recently used idle connection, if any.

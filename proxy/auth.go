@@ -120,6 +120,7 @@ func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 // writeInitialHandshake sends Protocol::HandshakeV10.
 func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
 	id := s.srv.identity(s.snap)
+	s.greetExt = id.ext
 	caps := greetingCaps(id, s.srv.tlsConf != nil)
 	b := make([]byte, 0, 128)
 	b = append(b, 10)
@@ -179,7 +180,7 @@ func (s *Session) handshake() error {
 		return err
 	}
 	s.caps = r.caps & (serverCaps | mysql.CLIENT_SSL)
-	ext := r.ext & s.srv.identity(s.snap).ext
+	ext := r.ext & s.greetExt
 	s.cl.SetCaps(s.caps, ext)
 	s.lease.Caps, s.lease.Ext = s.caps, ext
 	if err := s.authenticate(r.user, r.plugin, r.auth, scramble); err != nil {
@@ -374,6 +375,11 @@ func (s *Session) changeUser(p []byte) error {
 	}
 	userS, dbS := string(user), string(db)
 	if err := s.authenticate(userS, plugin, auth, s.scramble); err != nil {
+		// As MariaDB: the third refusal on a connection ends it, so that
+		// one connection cannot try password after password.
+		if s.badChange++; s.badChange >= 3 {
+			return &endingError{err}
+		}
 		return err
 	}
 	if err := s.setUser(userS); err != nil {
@@ -381,8 +387,19 @@ func (s *Session) changeUser(p []byte) error {
 	}
 	s.endSession()
 	s.collation = collation
-	return s.startSession(dbS)
+	if err := s.startSession(dbS); err != nil {
+		// The old session is gone already: the connection ends with the
+		// error rather than go on half changed.
+		return &endingError{err}
+	}
+	return nil
 }
+
+// endingError is an error after which the connection is closed.
+type endingError struct{ err error }
+
+func (e *endingError) Error() string { return e.err.Error() }
+func (e *endingError) Unwrap() error { return e.err }
 
 // setUser makes user the session's user, counting the session against the
 // user's max_connections (user_list); past it, ER_USER_LIMIT_REACHED.

@@ -201,6 +201,10 @@ func (s *Session) stmtBulk(st *prepared, p []byte) error {
 	if len(p) < 7 {
 		return s.fail(newErr(errMalformedPacket, "COM_STMT_BULK_EXECUTE: short packet"))
 	}
+	if err := s.closeCursor(st); err != nil {
+		return s.fail(err)
+	}
+	defer st.clearLong() // long data belongs to an EXECUTE, not to a bulk
 	if st.planErr != nil {
 		return s.fail(st.planErr)
 	}

@@ -75,13 +75,30 @@ func (s *Server) identity(snap *snapshot) identity {
 	if bv == "" {
 		return identity{version: fallbackVersion}
 	}
-	if id := s.ident.Load(); id != nil && id.backend != nil && *id.backend == bv {
-		return *id
+	id := s.ident.Load()
+	if id == nil || id.backend == nil || *id.backend != bv {
+		id = &identity{backend: &bv, version: greetingVersion(bv), mariaDB: strings.Contains(bv, "MariaDB")}
+		s.ident.Store(id)
 	}
-	id := &identity{backend: &bv, version: greetingVersion(bv), mariaDB: strings.Contains(bv, "MariaDB"),
-		ext: n.Master.ServerExt() & (backend.FlavorExt | backend.MariaDBBulkOperations)}
-	s.ident.Store(id)
-	return *id
+	out := *id
+	out.ext = commonExt(snap)
+	return out
+}
+
+// commonExt are the MariaDB extended capabilities keyshard offers: those
+// every backend it has talked to offers (a client that negotiated extended
+// type info must get it from whichever node answers), of those it passes
+// through. Backends not contacted yet do not count.
+func commonExt(snap *snapshot) uint32 {
+	ext := uint32(backend.FlavorExt | backend.MariaDBBulkOperations)
+	for _, n := range snap.nodes {
+		for _, p := range n.Pools() {
+			if p.ServerVersion() != "" {
+				ext &= p.ServerExt()
+			}
+		}
+	}
+	return ext
 }
 
 // greetingCaps are the capabilities a greeting announces for id.

@@ -42,6 +42,8 @@ type Session struct {
 
 	caps      uint32
 	scramble  []byte // the greeting's (or last auth switch's): COM_CHANGE_USER answers it
+	greetExt  uint32 // MariaDB extended capabilities the greeting offered
+	badChange int    // refused COM_CHANGE_USERs (the third ends the connection, as MariaDB)
 	zstdLevel int    // the client's zstd_compression_level
 	user      string
 	userConns *atomic.Int64 // the user's session count, which this session is in
@@ -247,7 +249,8 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 	case mysql.COM_CHANGE_USER:
 		if err := s.changeUser(p); err != nil {
 			var pe *Error
-			if errors.As(err, &pe) || isMyError(err) {
+			var end *endingError
+			if !errors.As(err, &end) && (errors.As(err, &pe) || isMyError(err)) {
 				return s.fail(err) // refused: the session goes on as it was
 			}
 			s.writeError(err)
@@ -293,17 +296,26 @@ func (s *Session) writeUseOK() error {
 //
 // The check is a read: outside a transaction it may run on a replica, so
 // that clients can connect while the master is down.
+//
+// The connection is asked for as for a session already in db: any pooled
+// connection fits (its sync selects db, which checks it), not only one
+// that never had a database. A pinned connection is not synced: db is
+// selected on it here. A refused database leaves the session where it was.
 func (s *Session) useDB(db string) error {
+	prev := s.vars.DB
+	s.vars.DB = db
 	bc, err := s.lease.Acquire(nil, engine.Read)
-	if err != nil {
-		return err
-	}
-	_, err = bc.Command(mysql.COM_INIT_DB, []byte(db))
 	if err == nil {
-		s.vars.DB = db
-		bc.SetDB(db)
+		if bc.DB() != db {
+			if _, err = bc.Command(mysql.COM_INIT_DB, []byte(db)); err == nil {
+				bc.SetDB(db)
+			}
+		}
+		s.lease.Release(bc)
 	}
-	s.lease.Release(bc)
+	if err != nil {
+		s.vars.DB = prev
+	}
 	return err
 }
 

@@ -87,3 +87,26 @@ func StripState(b, p []byte) []byte {
 	}
 	return b
 }
+
+// TrackedSchema returns the current database an OK packet's session-state
+// information (OK.State) reports, if it reports one: the server's word
+// for a change made by any statement (USE behind a comment, a batch, a
+// procedure), which the proxy cannot see in the SQL.
+func TrackedSchema(state []byte) (db string, ok bool) {
+	for pos := 0; pos < len(state); {
+		typ := state[pos]
+		data, _, next, err := ReadLenEncString(state, pos+1)
+		if err != nil {
+			return "", false
+		}
+		if typ == TrackSchema {
+			name, _, _, err := ReadLenEncString(data, 0)
+			if err != nil {
+				return "", false
+			}
+			db, ok = string(name), true
+		}
+		pos = next
+	}
+	return db, ok
+}

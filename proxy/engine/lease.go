@@ -306,8 +306,12 @@ func (l *Lease) Release(bc *backend.Conn) {
 		l.meta = nil
 		if bc != l.pinned {
 			l.putBack(bc)
+			return
 		}
-		return
+		if !bc.Broken() {
+			return // the pinned connection stays as it was
+		}
+		// A broken pinned connection goes as below.
 	}
 	pool := bc.Pool()
 	if bc.Broken() {

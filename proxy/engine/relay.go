@@ -186,6 +186,15 @@ func (e *Engine) relayOK(bc *backend.Conn, p []byte) (more bool, err error) {
 		return false, lostConn(bc, perr)
 	}
 	bc.Status = ok.Status
+	if ok.Status&wire.StatusSessionStateChange != 0 {
+		if db, changed := wire.TrackedSchema(ok.State); changed {
+			// Whatever statement changed the database (USE behind a
+			// comment, in a batch, in a procedure), the session and the
+			// connection follow the server's word.
+			bc.SetDB(db)
+			e.Vars.DB = db
+		}
+	}
 	e.Last.RowCount = int64(ok.AffectedRows)
 	e.Trace.Sent(0, ok.AffectedRows)
 	if ok.InsertID != 0 {

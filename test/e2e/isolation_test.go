@@ -271,3 +271,53 @@ func TestPreparedStatementLimit(t *testing.T) {
 		st.Close()
 	}
 }
+
+// Clients that connect with a database, one after another, are served by
+// the pool's connections: connecting selects the database on a pooled
+// connection (whatever it had), not on a new one.
+func TestConnectWithDatabaseReusesPool(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	pool := p.Srv.Nodes()["node1"].Master
+	dials := func() int64 { return pool.Stats().Dials }
+	for range 3 { // let the warm set settle, and every flavor be dialed once
+		c := goMySQL(t, p.Addr)
+		queryString(t, c, "SELECT 1")
+		c.Close()
+	}
+	before := dials()
+	for i := range 20 {
+		c := goMySQL(t, p.Addr)
+		if v := queryString(t, c, "SELECT DATABASE()"); v != "ks_test" {
+			t.Fatalf("connection %d: DATABASE() = %q", i, v)
+		}
+		c.Close()
+	}
+	if d := dials() - before; d > 2 {
+		t.Errorf("20 connections with a database dialed %d backend connections; want the pooled ones reused", d)
+	}
+}
+
+// A USE the proxy does not see as one (behind a comment, in a batch) still
+// moves the session and its backend connection: the server's session-state
+// tracking says so. The next client with the old database must not land
+// in the new one.
+func TestDatabaseChangeSeenInSessionState(t *testing.T) {
+	p := startProxy(t, strings.Replace(baseYAML("%ADDR%"), "max_conns_limit: 16", "max_conns_limit: 1", 1))
+	a := p.open(t, "ks:ks", "ks_test", "")
+	a.SetMaxOpenConns(1)
+	// Not pinned (a batch would pin, and the connection be reset): the
+	// connection goes back to the pool as the statement left it.
+	if _, err := a.Exec("USE mysql -- moved"); err != nil {
+		t.Fatal(err)
+	}
+	var db string
+	if err := a.QueryRow("SELECT DATABASE()").Scan(&db); err != nil || db != "mysql" {
+		t.Fatalf("after USE behind a comment: DATABASE() = %q, %v", db, err)
+	}
+	a.Close()
+	b := p.open(t, "ks:ks", "ks_test", "")
+	b.SetMaxOpenConns(1)
+	if err := b.QueryRow("SELECT DATABASE()").Scan(&db); err != nil || db != "ks_test" {
+		t.Fatalf("the next client, connected to ks_test: DATABASE() = %q, %v", db, err)
+	}
+}

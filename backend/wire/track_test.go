@@ -1,0 +1,27 @@
+package wire
+
+import "testing"
+
+func TestTrackedSchema(t *testing.T) {
+	state := AppendTrackVariable(nil, "autocommit", "OFF")
+	state = AppendTrackSchema(state, "app")
+	state = append(state, 5, 1, 'x') // an entry of a type that does not matter here
+	if db, ok := TrackedSchema(state); !ok || db != "app" {
+		t.Fatalf("TrackedSchema = %q, %v; want app", db, ok)
+	}
+	if _, ok := TrackedSchema(AppendTrackVariable(nil, "sql_mode", "''")); ok {
+		t.Fatal("a state without a schema entry reported one")
+	}
+	if _, ok := TrackedSchema([]byte{TrackSchema, 9, 1}); ok {
+		t.Fatal("a truncated entry was decoded")
+	}
+	// The OK packet's decoder hands the state to it unchanged.
+	p := AppendOKState(nil, 0, 0, StatusAutocommit|StatusSessionStateChange, 0, "", AppendTrackSchema(nil, "b"))
+	ok, err := ParseOK(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db, found := TrackedSchema(ok.State); !found || db != "b" {
+		t.Fatalf("from an OK packet: %q, %v", db, found)
+	}
+}
