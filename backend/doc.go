@@ -5,9 +5,14 @@
 // pooled connection (Conn.Sync), and each connection's cache of prepared
 // statements.
 //
-// Connections always negotiate CLIENT_DEPRECATE_EOF and multi-statement
-// support so that every pooled connection frames results the same way; the
-// frontend adapts for clients that lack them.
+// A connection is opened for a Flavor: the protocol options of the client
+// it will serve that change the server's answers (EOF packets, found rows,
+// ignore space, interactive timeout, MariaDB extended type info), and, for
+// a client without a database, none ever selected. A pool hands out only
+// connections of the flavor asked for, so a client never sees another
+// client's protocol options. Multi-statement support is always negotiated
+// (keyshard's fan-out batches need it) and switched per client with
+// COM_SET_OPTION.
 //
 // backend never imports proxy or router. Its errors carry a Kind that the
 // proxy maps to a MySQL errno in one place.
