@@ -104,8 +104,9 @@ type Pool struct {
 
 	sem chan struct{}
 
-	mu   sync.Mutex
-	idle []*Conn // LIFO: hot connections stay hot, cold ones age out
+	mu      sync.Mutex
+	idle    []*Conn // LIFO: hot connections stay hot, cold ones age out
+	dialing int64   // Get's dials in flight (under mu)
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -244,13 +245,28 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 		p.inUse.Add(1)
 		return c, nil
 	}
-	if p.open.Load() >= int64(p.opts.MaxConns) {
-		// The idle connections that hold the places are of other flavors.
-		if c := p.popColdest(); c != nil {
-			p.closeConn(c, false)
-		}
+	// No idle connection fits: make room for a new one. The idle ones that
+	// hold the places are of other flavors; the coldest go. Counted under
+	// mu with the dials in flight, so that concurrent dials never take the
+	// open count past MaxConns.
+	var evict []*Conn
+	p.mu.Lock()
+	for p.open.Load()+p.dialing-int64(len(evict)) >= int64(p.opts.MaxConns) && len(p.idle) > 0 {
+		c := p.idle[0]
+		n := copy(p.idle, p.idle[1:])
+		p.idle[n] = nil
+		p.idle = p.idle[:n]
+		evict = append(evict, c)
+	}
+	p.dialing++
+	p.mu.Unlock()
+	for _, c := range evict {
+		p.closeConn(c, false)
 	}
 	c, err := p.dial(ctx, f)
+	p.mu.Lock()
+	p.dialing--
+	p.mu.Unlock()
 	if err != nil {
 		<-p.sem
 		return nil, err
@@ -317,20 +333,6 @@ func (p *Pool) popIdle(f Flavor) *Conn {
 	c := p.idle[pick]
 	n := len(p.idle) - 1
 	copy(p.idle[pick:], p.idle[pick+1:])
-	p.idle[n] = nil
-	p.idle = p.idle[:n]
-	return c
-}
-
-// popColdest takes the least recently used idle connection, if any.
-func (p *Pool) popColdest() *Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.idle) == 0 {
-		return nil
-	}
-	c := p.idle[0]
-	n := copy(p.idle, p.idle[1:])
 	p.idle[n] = nil
 	p.idle = p.idle[:n]
 	return c

@@ -38,6 +38,7 @@ type fakeServer struct {
 	h      handler
 	wg     sync.WaitGroup
 	mu     sync.Mutex
+	delay  time.Duration // before each greeting (a slow dial)
 	conns  map[uint32]*fakeConn
 	log    []logEntry
 	nextID uint32
@@ -108,6 +109,10 @@ func (f *fakeServer) close() {
 func (f *fakeServer) serve(c *fakeConn) {
 	defer f.wg.Done()
 	defer c.nc.Close()
+	f.mu.Lock()
+	delay := f.delay
+	f.mu.Unlock()
+	time.Sleep(delay)
 	if !c.greet() {
 		return
 	}

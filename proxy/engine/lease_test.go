@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
@@ -253,4 +254,49 @@ func TestLeaseLostElsewhereKeepsPin(t *testing.T) {
 		t.Error("the next statement did not run on, and keep, the pinned connection")
 	}
 	en.wantPool("n2", 0, 0, 0, 1)
+}
+
+// A pool full of idle connections of one flavor makes room for dials of
+// another by closing idle ones, counted with the dials in flight: slow
+// concurrent dials never take the open count past max_conns_limit.
+func TestPoolBoundAcrossFlavors(t *testing.T) {
+	en := newEnv(t, deprecate, nil)
+	pool := en.nodes["n1"].Master // MaxConns 4
+	a := backend.Flavor{Caps: mysql.CLIENT_DEPRECATE_EOF}
+	b := backend.Flavor{Caps: mysql.CLIENT_FOUND_ROWS}
+	var held []*backend.Conn
+	for range 3 {
+		bc, err := pool.Get(t.Context(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, bc)
+	}
+	for _, bc := range held {
+		pool.Put(bc)
+	}
+	if st := pool.Stats(); st.Open != 3 || st.Idle != 3 {
+		t.Fatalf("setup: open %d idle %d", st.Open, st.Idle)
+	}
+	en.fakes[0].mu.Lock()
+	en.fakes[0].delay = 100 * time.Millisecond
+	en.fakes[0].mu.Unlock()
+	got := make(chan *backend.Conn, 3)
+	for range 3 {
+		go func() {
+			bc, err := pool.Get(t.Context(), b)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- bc
+		}()
+	}
+	for range 3 {
+		if bc := <-got; bc != nil {
+			defer pool.Put(bc)
+		}
+	}
+	if st := pool.Stats(); st.Open > 4 {
+		t.Errorf("open connections %d after 3 concurrent dials of another flavor, above max_conns_limit 4", st.Open)
+	}
 }
