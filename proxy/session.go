@@ -71,6 +71,8 @@ type Session struct {
 	nextStmt  uint32
 	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
 
+	idleTimeout time.Duration // the client's wait_timeout, applied to its socket (0: none)
+
 	killed atomic.Bool
 	busy   atomic.Bool
 }
@@ -95,6 +97,7 @@ func (s *Session) startSession(db string) error {
 	s.rebind(s.srv.snap.Load())
 	s.vars = engine.Vars{State: s.srv.stateFor(s.collation), Multi: s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0}
 	s.last = engine.Last{}
+	s.idleTimeout = 0
 	if db != "" {
 		if err := s.useDB(db); err != nil {
 			return err
@@ -134,7 +137,15 @@ func (s *Session) run() {
 	defer s.endSession()
 	for {
 		s.pkt.Seq = 0
+		if s.idleTimeout > 0 {
+			// The client's wait_timeout: an idle client is disconnected,
+			// as the server would (the client sees the connection lost).
+			_ = s.nc.SetReadDeadline(time.Now().Add(s.idleTimeout))
+		}
 		p, err := s.pkt.ReadPacket()
+		if s.idleTimeout > 0 && err == nil {
+			_ = s.nc.SetReadDeadline(time.Time{})
+		}
 		if err != nil {
 			if errors.Is(err, wire.ErrPacketTooLarge) {
 				s.writeError(newErr(errPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes"))
@@ -463,16 +474,40 @@ func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []st
 			// Cannot know the values: keep this connection for good.
 			s.lease.Stick("SET of unreadable variable")
 		} else {
-			vars := make([]backend.Var, len(sysvars))
+			vars := make([]backend.Var, 0, len(sysvars))
+			idle := false
 			for i, name := range sysvars {
-				vars[i] = backend.Var{Name: name, Value: literal(r.Rows[0][i])}
+				if isIdleVar(name) {
+					idle = true
+					if name == "wait_timeout" && r.Rows[0][i] != nil {
+						secs, _ := strconv.ParseInt(*r.Rows[0][i], 10, 64)
+						s.idleTimeout = time.Duration(secs) * time.Second
+					}
+					continue
+				}
+				vars = append(vars, backend.Var{Name: name, Value: literal(r.Rows[0][i])})
 			}
 			st = st.WithVars(vars...)
+			if idle {
+				// Pooled connections keep the server's own timeouts: one
+				// left with a client's short wait_timeout would be closed
+				// by the server while idle in the pool, under the next
+				// client.
+				if _, err := bc.Exec("SET @@SESSION.wait_timeout = DEFAULT, @@SESSION.interactive_timeout = DEFAULT"); err != nil {
+					bc.MarkBroken()
+				}
+			}
 		}
 	}
 	s.vars.State = st
 	bc.SetState(st)
 }
+
+// isIdleVar reports whether a session variable says how long an idle
+// client connection lives: keyshard applies it to the client's connection
+// (wait_timeout; interactive_timeout only seeds it at login), never to
+// pooled backend connections.
+func isIdleVar(name string) bool { return name == "wait_timeout" || name == "interactive_timeout" }
 
 // literal renders a variable's value as read back from the server.
 func literal(v *string) string {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
@@ -319,5 +320,33 @@ func TestDatabaseChangeSeenInSessionState(t *testing.T) {
 	b.SetMaxOpenConns(1)
 	if err := b.QueryRow("SELECT DATABASE()").Scan(&db); err != nil || db != "ks_test" {
 		t.Fatalf("the next client, connected to ks_test: DATABASE() = %q, %v", db, err)
+	}
+}
+
+// SET wait_timeout applies to the client's own connection, as on MariaDB:
+// an idle client is disconnected. The pooled backend connection that ran
+// the SET keeps the server's timeout, so the next client that gets it
+// (here within the pool's no-ping window) finds it alive.
+func TestWaitTimeoutOnClient(t *testing.T) {
+	p := startProxy(t, strings.Replace(baseYAML("%ADDR%"), "max_conns_limit: 16", "max_conns_limit: 1", 1))
+	for _, addr := range []string{fmt.Sprintf("127.0.0.1:%d", basePort), p.Addr} {
+		c := goMySQL(t, addr)
+		if _, err := c.Execute("SET SESSION wait_timeout = 1"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if addr == p.Addr {
+			next := p.open(t, "ks:ks", "ks_test", "")
+			next.SetMaxOpenConns(1)
+			time.Sleep(1500 * time.Millisecond)
+			if _, err := next.Exec("DO 1"); err != nil {
+				t.Fatalf("the next client on the backend connection that ran SET wait_timeout = 1: %v", err)
+			}
+			next.Close()
+		}
+		time.Sleep(2500*time.Millisecond - time.Since(start))
+		if _, err := c.Execute("SELECT 1"); err == nil {
+			t.Errorf("%s: a client idle past its wait_timeout was not disconnected", addr)
+		}
 	}
 }
