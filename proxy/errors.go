@@ -87,6 +87,7 @@ var engineCodes = map[engine.Kind]uint16{
 	engine.KindCrossNode:    mysql.ER_NOT_SUPPORTED_YET,
 	engine.KindNotSupported: mysql.ER_NOT_SUPPORTED_YET,
 	engine.KindTxLost:       mysql.ER_ERROR_DURING_ROLLBACK,
+	engine.KindStateLost:    mysql.ER_NET_READ_ERROR,
 	engine.KindKilled:       mysql.ER_QUERY_INTERRUPTED,
 	engine.KindNoResult:     mysql.ER_NOT_SUPPORTED_YET,
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -28,9 +29,9 @@ type Tracer interface {
 type Conns interface {
 	Acquire(n *backend.Node, p Purpose) (*backend.Conn, error)
 	Release(bc *backend.Conn)
-	// Lost releases a connection that failed; it reports whether an open
-	// transaction went with it.
-	Lost(bc *backend.Conn) (wasTx bool)
+	// Lost releases a connection that failed; it says what session state
+	// went with it ("" for none).
+	Lost(bc *backend.Conn) (held string)
 	Pinned() *backend.Conn
 	Holding() bool  // a transaction is open or deferred
 	Deferred() bool // a BEGIN is deferred
@@ -86,8 +87,10 @@ func (e *Engine) Fail(err error) error {
 }
 
 // Lost handles an error that left bc unusable or the client gone: the
-// connection is discarded, the error written (with a second one when an
-// open transaction went with the connection, which then ends the session).
+// connection is discarded and one error written. When session state lived
+// on the connection (a transaction, locks, variables, temporary tables, a
+// cursor), the client's connection ends too, as it would with the server
+// gone: the client must not go on as if that state were still there.
 func (e *Engine) Lost(bc *backend.Conn, err error) error {
 	var ce *ClientError
 	if errors.As(err, &ce) {
@@ -95,17 +98,19 @@ func (e *Engine) Lost(bc *backend.Conn, err error) error {
 		e.Conns.Release(bc)
 		return err
 	}
-	wasTx := e.Conns.Lost(bc)
+	held := e.Conns.Lost(bc)
 	if e.Trace.Killed() {
 		err = Errorf(KindKilled, "Query execution was interrupted (connection killed)")
 	}
-	e.Client.Error(err)
-	if wasTx {
-		// The transaction is gone with the backend connection: the client
-		// must not go on as if it were still open.
-		e.Client.Error(Errorf(KindTxLost, "keyshard: node %s: connection lost inside a transaction; it was rolled back", bc.Node()))
+	if held != "" {
+		kind := KindStateLost
+		if strings.HasPrefix(held, "an open transaction") {
+			kind = KindTxLost
+		}
+		e.Client.Error(Errorf(kind, "%v; the session held %s on that connection, so it ends here", err, held))
 		return ErrClose
 	}
+	e.Client.Error(err)
 	return err
 }
 

@@ -12,6 +12,7 @@ const (
 	KindCrossNode                    // a transaction would span nodes
 	KindNotSupported                 // a routing the engine cannot run
 	KindTxLost                       // the connection of an open transaction was lost
+	KindStateLost                    // the connection holding other session state was lost
 	KindKilled                       // the session was killed while the statement ran
 	KindNoResult                     // a fan-out produced no result set
 	kindEnd

@@ -345,11 +345,23 @@ func (l *Lease) Release(bc *backend.Conn) {
 }
 
 // Lost releases bc after it failed (marked broken): the connection and
-// every pin on it go. It reports whether bc held an open transaction, now
-// rolled back with it.
-func (l *Lease) Lost(bc *backend.Conn) (wasTx bool) {
+// every pin on it go. held says what session state went with it ("" for
+// none): an open transaction (rolled back with it), table locks, or what
+// made it sticky (user variables, temporary tables...). An open cursor is
+// not counted: its loss shows as an error on the next fetch, where the
+// loss of the others would go unnoticed.
+func (l *Lease) Lost(bc *backend.Conn) (held string) {
 	pinned := l.pinned == bc
-	wasTx = pinned && bc.Status&wire.StatusInTrans != 0
+	if pinned {
+		switch {
+		case bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0:
+			held = "an open transaction (rolled back)"
+		case l.lockTables:
+			held = "LOCK TABLES"
+		case l.sticky != "":
+			held = l.sticky
+		}
+	}
 	bc.MarkBroken()
 	l.Release(bc)
 	if pinned {
@@ -357,7 +369,7 @@ func (l *Lease) Lost(bc *backend.Conn) (wasTx bool) {
 		// connection lost on another node leaves the pinned one's state.
 		l.sticky, l.lockTables = "", false
 	}
-	return wasTx
+	return held
 }
 
 // End gives the pinned connection back at the end of a session (or before

@@ -216,10 +216,9 @@ func TestLeaseLostInTx(t *testing.T) {
 	if err != ErrClose {
 		t.Errorf("error %v, want ErrClose", err)
 	}
-	if len(pkts) != 2 || pkts[0][0] != wire.ErrHeader || pkts[1][0] != wire.ErrHeader ||
-		!strings.Contains(string(pkts[0]), "connection lost during query") ||
-		wire.ParseErr(pkts[1]).Message != "keyshard: node n1: connection lost inside a transaction; it was rolled back" {
-		t.Errorf("client got %q, want the lost connection and the lost transaction", pkts)
+	if len(pkts) != 1 || pkts[0][0] != wire.ErrHeader || !strings.Contains(string(pkts[0]), "connection lost during query") ||
+		!strings.HasSuffix(wire.ParseErr(pkts[0]).Message, "the session held an open transaction (rolled back) on that connection, so it ends here") {
+		t.Errorf("client got %q, want one error: the lost connection and the lost transaction", pkts)
 	}
 	if en.lease.Pinned() != nil || en.lease.Holding() {
 		t.Error("the lost connection stayed pinned")
@@ -242,8 +241,8 @@ func TestLeaseLostElsewhereKeepsPin(t *testing.T) {
 		t.Fatal("not pinned")
 	}
 	other := en.acquire(n2, Meta)
-	if wasTx := l.Lost(other); wasTx {
-		t.Error("a connection lost on another node reported the transaction lost")
+	if held := l.Lost(other); held != "" {
+		t.Errorf("a connection lost on another node reported %q lost with it", held)
 	}
 	if l.Pinned() != pinned || l.Sticky() != "user variables" || !l.InTx() {
 		t.Fatalf("after a loss on n2: pinned %v (want the n1 connection), sticky %q, InTx %v", l.Pinned(), l.Sticky(), l.InTx())
@@ -298,5 +297,33 @@ func TestPoolBoundAcrossFlavors(t *testing.T) {
 	}
 	if st := pool.Stats(); st.Open > 4 {
 		t.Errorf("open connections %d after 3 concurrent dials of another flavor, above max_conns_limit 4", st.Open)
+	}
+}
+
+// A lost connection that held session state other than a transaction
+// (user variables here) ends the client's connection too, with one error:
+// the session must not go on without that state.
+func TestLeaseLostStickyState(t *testing.T) {
+	const q = "SELECT @v"
+	en := newEnv(t, deprecate, func(fc *fakeConn, cmd byte, arg string) bool {
+		if cmd == mysql.COM_QUERY && arg == q {
+			fc.nc.Close()
+			return true
+		}
+		return false
+	})
+	en.lease.Stick("user variables")
+	if _, _, err := en.forward(nil, "SET @v = 1"); err != nil || en.lease.Pinned() == nil {
+		t.Fatalf("SET @v: %v, pinned %v", err, en.lease.Pinned())
+	}
+	_, pkts, err := en.forward(nil, q)
+	if err != ErrClose {
+		t.Errorf("error %v, want ErrClose", err)
+	}
+	if len(pkts) != 1 || !strings.HasSuffix(wire.ParseErr(pkts[0]).Message, "the session held user variables on that connection, so it ends here") {
+		t.Errorf("client got %q, want one error naming the lost user variables", pkts)
+	}
+	if en.lease.Pinned() != nil || en.lease.Sticky() != "" {
+		t.Error("the lost connection stayed pinned")
 	}
 }

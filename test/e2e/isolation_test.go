@@ -350,3 +350,30 @@ func TestWaitTimeoutOnClient(t *testing.T) {
 		}
 	}
 }
+
+// A backend connection that dies while it holds the session's state (a
+// user variable here) takes the client's connection with it, after one
+// error, as the server's own death would: going on would answer from a
+// fresh connection without that state (SELECT @v returning NULL).
+func TestLostStateEndsSession(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	c := goMySQL(t, p.Addr)
+	if _, err := c.Execute("SET @v = 1"); err != nil {
+		t.Fatal(err)
+	}
+	backendID := queryString(t, c, "SELECT @@pseudo_thread_id")
+	if _, err := direct(t, basePort, "").Exec("KILL CONNECTION " + backendID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	r, err := c.Execute("SELECT @v")
+	if err == nil {
+		t.Fatalf("SELECT @v after its backend connection died: %v, want an error", r.Values)
+	}
+	if !strings.Contains(err.Error(), "held user variables") {
+		t.Errorf("error %v does not say the session's state was lost", err)
+	}
+	if _, err := c.Execute("SELECT 1"); err == nil {
+		t.Error("the session went on without its user variables")
+	}
+}
