@@ -263,10 +263,7 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 	for _, c := range evict {
 		p.closeConn(c, false)
 	}
-	c, err := p.dial(ctx, f)
-	p.mu.Lock()
-	p.dialing--
-	p.mu.Unlock()
+	c, err := p.dialCounted(ctx, f)
 	if err != nil {
 		<-p.sem
 		return nil, err
@@ -298,15 +295,23 @@ func (p *Pool) wait(ctx context.Context) error {
 	}
 }
 
-func (p *Pool) dial(ctx context.Context, f Flavor) (*Conn, error) {
+// dialCounted dials for a place reserved with dialing++ under mu: the
+// place turns into an open connection (or is given up) in one step under
+// mu, so that open+dialing never counts it twice.
+func (p *Pool) dialCounted(ctx context.Context, f Flavor) (c *Conn, err error) {
+	defer func() {
+		p.mu.Lock()
+		p.dialing--
+		if err == nil {
+			p.open.Add(1)
+		}
+		p.mu.Unlock()
+	}()
 	p.dials.Add(1)
-	c, err := dial(ctx, p, f)
-	if err != nil {
+	if c, err = dial(ctx, p, f); err != nil {
 		p.dialErrors.Add(1)
-		return nil, err
 	}
-	p.open.Add(1)
-	return c, nil
+	return c, err
 }
 
 // popIdle takes the most recently used idle connection that fits f. A
@@ -434,19 +439,23 @@ func (p *Pool) reap() {
 
 func (p *Pool) fill() {
 	for !p.closed.Load() {
-		p.mu.Lock()
-		idle := len(p.idle)
-		p.mu.Unlock()
-		if idle >= p.opts.MinIdle || int(p.open.Load()) >= p.opts.MaxConns {
-			return
-		}
 		select {
 		case p.sem <- struct{}{}:
 		default:
 			return
 		}
+		p.mu.Lock()
+		full := len(p.idle) >= p.opts.MinIdle || p.open.Load()+p.dialing >= int64(p.opts.MaxConns)
+		if !full {
+			p.dialing++
+		}
+		p.mu.Unlock()
+		if full {
+			<-p.sem
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.opts.ConnectTimeout)
-		c, err := p.dial(ctx, DefaultFlavor)
+		c, err := p.dialCounted(ctx, DefaultFlavor)
 		cancel()
 		if err != nil {
 			<-p.sem

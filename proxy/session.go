@@ -140,12 +140,15 @@ func (s *Session) run() {
 		if s.idleTimeout > 0 {
 			// The client's wait_timeout: an idle client is disconnected,
 			// as the server would (the client sees the connection lost).
+			// It covers the wait for a command, not the command's bytes.
 			_ = s.nc.SetReadDeadline(time.Now().Add(s.idleTimeout))
+			_, err := s.pkt.PeekLength()
+			_ = s.nc.SetReadDeadline(time.Time{})
+			if err != nil {
+				return
+			}
 		}
 		p, err := s.pkt.ReadPacket()
-		if s.idleTimeout > 0 && err == nil {
-			_ = s.nc.SetReadDeadline(time.Time{})
-		}
 		if err != nil {
 			if errors.Is(err, wire.ErrPacketTooLarge) {
 				s.writeError(newErr(errPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes"))
@@ -182,6 +185,13 @@ func (s *Session) run() {
 		s.endStmt(cmd, p, d, err)
 		s.busy.Store(false)
 		if err == errQuit {
+			return
+		}
+		if held := s.lease.TakeLost(); held != "" {
+			// A backend connection holding the session's state died on a
+			// path that reported only its own error: end here too.
+			s.log.Debug("session state lost with its backend connection", zap.String("held", held))
+			_ = s.pkt.Flush()
 			return
 		}
 		if ferr := s.pkt.Flush(); ferr != nil || err == errCloseAfterReply || s.killed.Load() {
@@ -425,105 +435,6 @@ func parseUse(stmt string) string {
 		return ""
 	}
 	return rest
-}
-
-// set handles a SET statement: it runs on a synced connection, then the
-// session records what changed so other pooled connections can replay it.
-func (s *Session) set(p []byte, sql string) error {
-	items, perr := s.getParser().ParseSet(sql)
-	var names *router.SetItem
-	var sysvars []string
-	if perr != nil {
-		s.lease.Stick("unparsed SET")
-	}
-	for i := range items {
-		switch it := &items[i]; it.Kind {
-		case router.SetUserVar:
-			s.lease.Stick("user variables")
-		case router.SetOneShot:
-			s.lease.Stick("SET TRANSACTION")
-		case router.SetNames:
-			names = it
-		case router.SetSysVar:
-			sysvars = append(sysvars, it.Name)
-		}
-	}
-	return s.eng.ForwardThen(nil, p, nil, nil, func(bc *backend.Conn, res engine.Result) {
-		if res.Err == nil && (names != nil || len(sysvars) > 0) {
-			s.learnSet(bc, names, sysvars)
-		}
-	})
-}
-
-// learnSet records in the session's state what a SET that succeeded on bc
-// changed: the character set, and the session variables' new values as
-// the server reads them back.
-func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []string) {
-	st := s.vars.State
-	if names != nil {
-		cs := names.Name
-		if cs == "" {
-			cs = s.srv.baseState.Charset
-		}
-		st = st.WithNames(cs, names.Collation)
-	}
-	if len(sysvars) > 0 {
-		q := "SELECT @@SESSION." + strings.Join(sysvars, ", @@SESSION.")
-		r, err := bc.Exec(q)
-		if err != nil || len(r.Rows) != 1 || len(r.Rows[0]) != len(sysvars) {
-			// Cannot know the values: keep this connection for good.
-			s.lease.Stick("SET of unreadable variable")
-		} else {
-			vars := make([]backend.Var, 0, len(sysvars))
-			idle := false
-			for i, name := range sysvars {
-				if isIdleVar(name) {
-					idle = true
-					if name == "wait_timeout" && r.Rows[0][i] != nil {
-						secs, _ := strconv.ParseInt(*r.Rows[0][i], 10, 64)
-						s.idleTimeout = time.Duration(secs) * time.Second
-					}
-					continue
-				}
-				vars = append(vars, backend.Var{Name: name, Value: literal(r.Rows[0][i])})
-			}
-			st = st.WithVars(vars...)
-			if idle {
-				// Pooled connections keep the server's own timeouts: one
-				// left with a client's short wait_timeout would be closed
-				// by the server while idle in the pool, under the next
-				// client.
-				if _, err := bc.Exec("SET @@SESSION.wait_timeout = DEFAULT, @@SESSION.interactive_timeout = DEFAULT"); err != nil {
-					bc.MarkBroken()
-				}
-			}
-		}
-	}
-	s.vars.State = st
-	bc.SetState(st)
-}
-
-// isIdleVar reports whether a session variable says how long an idle
-// client connection lives: keyshard applies it to the client's connection
-// (wait_timeout; interactive_timeout only seeds it at login), never to
-// pooled backend connections.
-func isIdleVar(name string) bool { return name == "wait_timeout" || name == "interactive_timeout" }
-
-// literal renders a variable's value as read back from the server.
-func literal(v *string) string {
-	if v == nil {
-		return "NULL"
-	}
-	if _, err := strconv.ParseInt(*v, 10, 64); err == nil {
-		return *v
-	}
-	if _, err := strconv.ParseUint(*v, 10, 64); err == nil {
-		return *v
-	}
-	if _, err := strconv.ParseFloat(*v, 64); err == nil && !strings.ContainsAny(*v, "eEinfINF") {
-		return *v
-	}
-	return backend.Quote(*v)
 }
 
 // killStmt handles KILL [CONNECTION | QUERY] id.

@@ -83,6 +83,7 @@ type Lease struct {
 	lastWrite  int64  // unix nanos of the session's last write
 	meta       *backend.Conn
 	lastRead   *backend.Pool // the replica pool of the last read acquire
+	lost       string        // session state lost with a pinned connection (see TakeLost)
 }
 
 // Pinned returns the pinned connection (nil: none).
@@ -316,10 +317,14 @@ func (l *Lease) Release(bc *backend.Conn) {
 	pool := bc.Pool()
 	if bc.Broken() {
 		if l.pinned == bc {
+			// What tied the session to the connection goes with it (a
+			// connection lost on another node leaves the pinned one's).
+			l.lost = l.heldOn(bc)
 			if l.cursors > 0 && l.OnDiscard != nil {
 				l.OnDiscard(bc)
 			}
 			l.pinned = nil
+			l.sticky, l.lockTables = "", false
 		}
 		pool.Discard(bc)
 		return
@@ -351,24 +356,39 @@ func (l *Lease) Release(bc *backend.Conn) {
 // not counted: its loss shows as an error on the next fetch, where the
 // loss of the others would go unnoticed.
 func (l *Lease) Lost(bc *backend.Conn) (held string) {
-	pinned := l.pinned == bc
-	if pinned {
-		switch {
-		case bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0:
-			held = "an open transaction (rolled back)"
-		case l.lockTables:
-			held = "LOCK TABLES"
-		case l.sticky != "":
-			held = l.sticky
-		}
-	}
 	bc.MarkBroken()
-	l.Release(bc)
-	if pinned {
-		// What tied the session to that connection went with it; a
-		// connection lost on another node leaves the pinned one's state.
-		l.sticky, l.lockTables = "", false
+	if l.pinned != bc && (bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0) {
+		// Not pinned yet, but in a transaction: the deferred BEGIN was
+		// opened on it for the statement that failed.
+		if l.meta == bc {
+			l.meta = nil
+		}
+		l.putBack(bc)
+		return "an open transaction (rolled back)"
 	}
+	l.Release(bc)
+	return l.TakeLost()
+}
+
+// heldOn says what session state the pinned connection bc holds ("" for
+// none that its loss would hide; an open cursor shows on its next fetch).
+func (l *Lease) heldOn(bc *backend.Conn) string {
+	switch {
+	case bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0:
+		return "an open transaction (rolled back)"
+	case l.lockTables:
+		return "LOCK TABLES"
+	}
+	return l.sticky
+}
+
+// TakeLost returns, and forgets, what session state went with a pinned
+// connection released broken since the last call ("" for none). The
+// session ends its client connection when it is set: the client must not
+// go on as if that state were still there.
+func (l *Lease) TakeLost() string {
+	held := l.lost
+	l.lost = ""
 	return held
 }
 

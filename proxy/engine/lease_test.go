@@ -327,3 +327,29 @@ func TestLeaseLostStickyState(t *testing.T) {
 		t.Error("the lost connection stayed pinned")
 	}
 }
+
+// The connection a deferred BEGIN was just opened on is not pinned yet
+// while the transaction's first statement runs: if it dies there, the
+// transaction is lost all the same, and the session must end rather than
+// go on in autocommit.
+func TestLeaseLostDeferredBegin(t *testing.T) {
+	const upd = "UPDATE t SET a = 3"
+	en := newEnv(t, deprecate, func(fc *fakeConn, cmd byte, arg string) bool {
+		if cmd == mysql.COM_QUERY && arg == upd {
+			fc.nc.Close()
+			return true
+		}
+		return false
+	})
+	en.lease.Defer("START TRANSACTION")
+	_, pkts, err := en.forward(nil, upd)
+	if err != ErrClose {
+		t.Errorf("error %v, want ErrClose", err)
+	}
+	if len(pkts) != 1 || !strings.Contains(wire.ParseErr(pkts[0]).Message, "held an open transaction") {
+		t.Errorf("client got %q, want one error naming the lost transaction", pkts)
+	}
+	if en.lease.Holding() || en.lease.Pinned() != nil {
+		t.Error("the session still holds a transaction")
+	}
+}

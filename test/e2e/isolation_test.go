@@ -377,3 +377,27 @@ func TestLostStateEndsSession(t *testing.T) {
 		t.Error("the session went on without its user variables")
 	}
 }
+
+// The same when the session's own query finds the connection dead: text
+// EXECUTE of a sharded statement reads its user variables from the
+// pinned connection first.
+func TestLostStateEndsSessionOnOwnQuery(t *testing.T) {
+	c := shardUserConn(t)
+	ctx := context.Background()
+	mustExecConn(t, c, "PREPARE ins FROM 'INSERT INTO sh_user (id, name) VALUES (?, ?)'")
+	mustExecConn(t, c, "SET @id = 7, @name = 'x'")
+	var backendID string
+	if err := c.QueryRowContext(ctx, "SELECT @@pseudo_thread_id").Scan(&backendID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := direct(t, basePort, "").Exec("KILL CONNECTION " + backendID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := c.ExecContext(ctx, "EXECUTE ins USING @id, @name"); err == nil {
+		t.Fatal("EXECUTE with the user variables' connection dead: no error")
+	}
+	if err := c.PingContext(ctx); err == nil {
+		t.Error("the session went on without its user variables and prepared statement")
+	}
+}
