@@ -8,7 +8,9 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
@@ -375,8 +377,13 @@ func (s *Session) changeUser(p []byte) error {
 	}
 	userS, dbS := string(user), string(db)
 	if err := s.authenticate(userS, plugin, auth, s.scramble); err != nil {
-		// As MariaDB: the third refusal on a connection ends it, so that
-		// one connection cannot try password after password.
+		// As MariaDB: a refusal is answered after a pause, and the third
+		// on a connection ends it, so that one connection cannot try
+		// password after password.
+		var pe *Error
+		if errors.As(err, &pe) && pe.kind == errAccessDenied {
+			time.Sleep(changeUserPause)
+		}
 		if s.badChange++; s.badChange >= 3 {
 			return &endingError{err}
 		}
@@ -394,6 +401,10 @@ func (s *Session) changeUser(p []byte) error {
 	}
 	return nil
 }
+
+// changeUserPause is how long a refused COM_CHANGE_USER waits before its
+// answer (MariaDB waits about as long).
+const changeUserPause = time.Second
 
 // endingError is an error after which the connection is closed.
 type endingError struct{ err error }
