@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -104,7 +103,7 @@ func (e *Engine) Lost(bc *backend.Conn, err error) error {
 	}
 	if held != "" {
 		kind := KindStateLost
-		if strings.HasPrefix(held, "an open transaction") {
+		if held == heldTx {
 			kind = KindTxLost
 		}
 		e.Client.Error(Errorf(kind, "%v; the session held %s on that connection, so it ends here", err, held))

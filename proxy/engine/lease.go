@@ -364,18 +364,22 @@ func (l *Lease) Lost(bc *backend.Conn) (held string) {
 			l.meta = nil
 		}
 		l.putBack(bc)
-		return "an open transaction (rolled back)"
+		return heldTx
 	}
 	l.Release(bc)
 	return l.TakeLost()
 }
+
+// heldTx is what Lost reports for an open transaction (rolled back with
+// the connection).
+const heldTx = "an open transaction (rolled back)"
 
 // heldOn says what session state the pinned connection bc holds ("" for
 // none that its loss would hide; an open cursor shows on its next fetch).
 func (l *Lease) heldOn(bc *backend.Conn) string {
 	switch {
 	case bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0:
-		return "an open transaction (rolled back)"
+		return heldTx
 	case l.lockTables:
 		return "LOCK TABLES"
 	}

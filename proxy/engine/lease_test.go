@@ -202,13 +202,7 @@ func TestLeaseMetaNeverPins(t *testing.T) {
 
 func TestLeaseLostInTx(t *testing.T) {
 	const upd = "UPDATE t SET a = 2"
-	en := newEnv(t, deprecate, func(fc *fakeConn, cmd byte, arg string) bool {
-		if cmd == mysql.COM_QUERY && arg == upd {
-			fc.nc.Close()
-			return true
-		}
-		return false
-	})
+	en := newEnv(t, deprecate, closeOn(upd))
 	if _, _, err := en.forward(nil, "BEGIN"); err != nil || !en.lease.InTx() {
 		t.Fatalf("BEGIN: %v, in tx %v", err, en.lease.InTx())
 	}
@@ -305,13 +299,7 @@ func TestPoolBoundAcrossFlavors(t *testing.T) {
 // the session must not go on without that state.
 func TestLeaseLostStickyState(t *testing.T) {
 	const q = "SELECT @v"
-	en := newEnv(t, deprecate, func(fc *fakeConn, cmd byte, arg string) bool {
-		if cmd == mysql.COM_QUERY && arg == q {
-			fc.nc.Close()
-			return true
-		}
-		return false
-	})
+	en := newEnv(t, deprecate, closeOn(q))
 	en.lease.Stick("user variables")
 	if _, _, err := en.forward(nil, "SET @v = 1"); err != nil || en.lease.Pinned() == nil {
 		t.Fatalf("SET @v: %v, pinned %v", err, en.lease.Pinned())
@@ -334,13 +322,7 @@ func TestLeaseLostStickyState(t *testing.T) {
 // go on in autocommit.
 func TestLeaseLostDeferredBegin(t *testing.T) {
 	const upd = "UPDATE t SET a = 3"
-	en := newEnv(t, deprecate, func(fc *fakeConn, cmd byte, arg string) bool {
-		if cmd == mysql.COM_QUERY && arg == upd {
-			fc.nc.Close()
-			return true
-		}
-		return false
-	})
+	en := newEnv(t, deprecate, closeOn(upd))
 	en.lease.Defer("START TRANSACTION")
 	_, pkts, err := en.forward(nil, upd)
 	if err != ErrClose {
@@ -351,5 +333,17 @@ func TestLeaseLostDeferredBegin(t *testing.T) {
 	}
 	if en.lease.Holding() || en.lease.Pinned() != nil {
 		t.Error("the session still holds a transaction")
+	}
+}
+
+// closeOn is a fake backend that drops the connection when it receives
+// the query sql (answering everything else as usual).
+func closeOn(sql string) handler {
+	return func(fc *fakeConn, cmd byte, arg string) bool {
+		if cmd == mysql.COM_QUERY && arg == sql {
+			fc.nc.Close()
+			return true
+		}
+		return false
 	}
 }
