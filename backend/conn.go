@@ -45,7 +45,8 @@ type Conn struct {
 	multi bool
 	state *State
 
-	stmts stmtCache // statements prepared on this connection
+	stmts   stmtCache // statements prepared on this connection
+	globals int64     // the pool's globals generation when the session began (see Pool.GlobalsChanged)
 
 	created  time.Time
 	lastUsed time.Time
@@ -98,7 +99,7 @@ func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 		_ = nc.SetDeadline(dl)
 	}
 	c := &Conn{pkt: wire.NewConn(nc, o.ReadBuffer, o.WriteBuffer), pool: p, created: time.Now(),
-		flavor: f.Caps & FlavorCaps, flavorExt: f.Ext & FlavorExt}
+		flavor: f.Caps & FlavorCaps, flavorExt: f.Ext & FlavorExt, globals: p.globals.Load()}
 	c.pkt.MaxRead = o.MaxPacket
 	if err := c.handshake(); err != nil {
 		nc.Close()
@@ -109,6 +110,7 @@ func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 		return nil, c.errorf(KindConnect, err, "handshake failed")
 	}
 	_ = nc.SetDeadline(time.Time{})
+	p.newStatus.Store(1<<16 | uint32(c.Status))
 	c.lastUsed = time.Now()
 	c.state = p.baseState
 	c.multi = true
@@ -502,6 +504,7 @@ func (c *Conn) Ping() error {
 // transactions, temporary tables, locks, user variables, prepared
 // statements. The connection goes back to the pool's base state.
 func (c *Conn) Reset() error {
+	c.globals = c.pool.globals.Load()
 	if _, err := c.Command(mysql.COM_RESET_CONNECTION, nil); err != nil {
 		c.broken = true
 		return err

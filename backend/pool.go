@@ -120,6 +120,42 @@ type Pool struct {
 
 	version   atomic.Pointer[string] // the server's version, as its last handshake said
 	serverExt atomic.Uint32          // MariaDB extended capabilities it offers
+	newStatus atomic.Uint32          // 1<<16 | the status a new session starts with (see SessionStatus)
+	globals   atomic.Int64           // generation of the server's global variables (see GlobalsChanged)
+}
+
+// GlobalsChanged records that the server's global variables changed (a
+// SET GLOBAL that keyshard ran there). A new session on the server takes
+// its session variables from the globals; a pooled connection keeps the
+// values of its own start, so each idle connection is reset once before
+// it is handed out again.
+func (p *Pool) GlobalsChanged() {
+	p.globals.Add(1)
+	p.newStatus.Store(0) // autocommit may have changed: learned again
+}
+
+// SessionStatus is the server status a new session on the server starts
+// with (autocommit per the server's global setting...), as the last login
+// or reset said; ok is false when none did since the pool began or the
+// globals last changed (see LearnSessionStatus).
+func (p *Pool) SessionStatus() (status uint16, ok bool) {
+	v := p.newStatus.Load()
+	return uint16(v), v != 0
+}
+
+// LearnSessionStatus is SessionStatus, taking and giving back a connection
+// to learn it when it is not known. ok is false when the server cannot be
+// reached.
+func (p *Pool) LearnSessionStatus(ctx context.Context) (status uint16, ok bool) {
+	if st, ok := p.SessionStatus(); ok {
+		return st, true
+	}
+	c, err := p.Get(ctx, DefaultFlavor)
+	if err != nil {
+		return 0, false
+	}
+	p.Put(c)
+	return p.SessionStatus()
 }
 
 // ServerExt are the MariaDB extended capabilities the server offered in
@@ -233,7 +269,16 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 			p.closeConn(c, false)
 			continue
 		}
-		if now.Sub(c.lastUsed) > p.opts.ValidateAfter {
+		if c.globals != p.globals.Load() {
+			_ = c.SetDeadline(now.Add(p.opts.ConnectTimeout))
+			err := c.Reset()
+			_ = c.SetDeadline(time.Time{})
+			if err != nil {
+				p.closeConn(c, false)
+				continue
+			}
+			p.newStatus.Store(1<<16 | uint32(c.Status))
+		} else if now.Sub(c.lastUsed) > p.opts.ValidateAfter {
 			_ = c.SetDeadline(now.Add(p.opts.ConnectTimeout))
 			err := c.Ping()
 			_ = c.SetDeadline(time.Time{})

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend/wire"
 )
 
 // State is the session state a client expects of whichever backend
@@ -132,15 +133,29 @@ func diff(from, to *State) []string {
 }
 
 // Sync makes the connection match a client's session: current database,
-// multi-statement option and State. It is a no-op (no round trip) when the
-// connection already matches, which is the common case.
-func (c *Conn) Sync(db string, multi bool, st *State) error {
-	if st != c.state && st != nil {
-		if parts := diff(c.state, st); len(parts) > 0 {
-			if _, err := c.Exec("SET " + strings.Join(parts, ", ")); err != nil {
-				return err
-			}
+// multi-statement option, autocommit and State. It is a no-op (no round
+// trip) when the connection already matches, which is the common case.
+// Autocommit is compared with what the server last reported (every OK
+// carries it); it is only ever changed on a connection outside a
+// transaction, where setting it commits nothing.
+func (c *Conn) Sync(db string, multi, autocommit bool, st *State) error {
+	var parts []string
+	if c.Autocommit() != autocommit {
+		if autocommit {
+			parts = append(parts, "autocommit = 1")
+		} else {
+			parts = append(parts, "autocommit = 0")
 		}
+	}
+	if st != c.state && st != nil {
+		parts = append(parts, diff(c.state, st)...)
+	}
+	if len(parts) > 0 {
+		if _, err := c.Exec("SET " + strings.Join(parts, ", ")); err != nil {
+			return err
+		}
+	}
+	if st != nil {
 		c.state = st
 	}
 	if db != c.db && db != "" {
@@ -161,6 +176,9 @@ func (c *Conn) Sync(db string, multi bool, st *State) error {
 	}
 	return nil
 }
+
+// Autocommit reports whether autocommit is on, as the server last said.
+func (c *Conn) Autocommit() bool { return c.Status&wire.StatusAutocommit != 0 }
 
 // SetDB records a database change made by a statement relayed on this
 // connection (USE, COM_INIT_DB).

@@ -133,7 +133,7 @@ func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
 	b = append(b, 0)
 	b = binary.LittleEndian.AppendUint16(b, uint16(caps))
 	b = append(b, defaultCollationID)
-	b = binary.LittleEndian.AppendUint16(b, wire.StatusAutocommit)
+	b = binary.LittleEndian.AppendUint16(b, newSessionStatus(s.srv.ctx, s.snap.identityNode(), false))
 	b = binary.LittleEndian.AppendUint16(b, uint16(caps>>16))
 	b = append(b, byte(len(scramble)+1))
 	b = append(b, make([]byte, 6)...)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
 	"go.uber.org/zap"
 )
 
@@ -99,6 +100,23 @@ func commonExt(snap *snapshot) uint32 {
 		}
 	}
 	return ext
+}
+
+// newSessionStatus is the server status a new session starts with: what
+// node n's server gives a new connection (autocommit per its global
+// setting), or autocommit on when it cannot be reached. learn allows a
+// round trip to find out (else what is known).
+func newSessionStatus(ctx context.Context, n *backend.Node, learn bool) uint16 {
+	if n != nil {
+		st, ok := n.Master.SessionStatus()
+		if !ok && learn {
+			st, ok = n.Master.LearnSessionStatus(ctx)
+		}
+		if ok {
+			return st
+		}
+	}
+	return wire.StatusAutocommit
 }
 
 // greetingCaps are the capabilities a greeting announces for id.

@@ -96,6 +96,7 @@ func (s *Session) startSession(db string) error {
 	s.lease.ResetSession()
 	s.rebind(s.srv.snap.Load())
 	s.vars = engine.Vars{State: s.srv.stateFor(s.collation), Multi: s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0}
+	s.lease.SetStatus(newSessionStatus(s.srv.ctx, s.node, true))
 	s.last = engine.Last{}
 	s.idleTimeout = 0
 	if db != "" {
@@ -255,7 +256,7 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		if bc := s.lease.Pinned(); bc != nil {
 			// Pooled connections take the setting when next used; the
 			// pinned one answers the next statement, so it takes it now.
-			if err := bc.Sync(s.vars.DB, s.vars.Multi, s.vars.State); err != nil {
+			if err := bc.Sync(s.vars.DB, s.vars.Multi, s.vars.Autocommit, s.vars.State); err != nil {
 				return s.eng.Lost(bc, err)
 			}
 		}

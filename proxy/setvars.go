@@ -22,7 +22,8 @@ import (
 func (s *Session) set(p []byte, sql string) error {
 	items, perr := s.getParser().ParseSet(sql)
 	var names *router.SetItem
-	var sysvars []string
+	var sysvars []router.SetItem
+	global := false
 	if perr != nil {
 		s.lease.Stick("unparsed SET")
 	}
@@ -35,20 +36,39 @@ func (s *Session) set(p []byte, sql string) error {
 		case router.SetNames:
 			names = it
 		case router.SetSysVar:
-			sysvars = append(sysvars, it.Name)
+			sysvars = append(sysvars, *it)
+			if it.Name == "profiling" {
+				// The history lives on the connection: SHOW PROFILES
+				// must find the session's statements there, and no
+				// other client may see them (a reset keeps it).
+				s.lease.NoReuse("profiling")
+			}
+		case router.SetGlobal:
+			global = true
 		}
 	}
 	return s.eng.ForwardThen(nil, p, nil, nil, func(bc *backend.Conn, res engine.Result) {
-		if res.Err == nil && (names != nil || len(sysvars) > 0) {
-			s.learnSet(bc, names, sysvars)
+		if res.Err != nil {
+			return
+		}
+		if global {
+			// New sessions on that server start from the new globals:
+			// so do its pooled connections, from their next client on.
+			bc.Pool().GlobalsChanged()
+		}
+		if names != nil || len(sysvars) > 0 {
+			s.learnSet(bc, names, sysvars, res.Tracked)
 		}
 	})
 }
 
 // learnSet records in the session's state what a SET that succeeded on bc
-// changed: the character set, and the session variables' new values as
-// the server reads them back.
-func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []string) {
+// changed: the character set, and the session variables' new values. A
+// constant value is taken as written (replaying it gives the same value);
+// a computed one as the server's session tracking reported it; only a
+// computed value of a variable the session does not track is read back
+// with a SELECT.
+func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []router.SetItem, tracked []backend.Var) {
 	st := s.vars.State
 	if names != nil {
 		cs := names.Name
@@ -57,36 +77,60 @@ func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []st
 		}
 		st = st.WithNames(cs, names.Collation)
 	}
-	if len(sysvars) > 0 {
-		q := "SELECT @@SESSION." + strings.Join(sysvars, ", @@SESSION.")
-		r, err := bc.Exec(q)
-		if err != nil || len(r.Rows) != 1 || len(r.Rows[0]) != len(sysvars) {
+	vars := make([]backend.Var, 0, len(sysvars))
+	var ask []string // read back
+	idle := false
+	for _, it := range sysvars {
+		v := backend.Var{Name: it.Name, Value: it.Value}
+		if v.Value == "" || v.Value == "DEFAULT" && isIdleVar(v.Name) {
+			// The idle timeouts' own value is needed, not DEFAULT.
+			v.Value = ""
+			for _, t := range tracked {
+				// The tracker prints NULL as an empty string: an empty
+				// value is read back.
+				if t.Name == it.Name && t.Value != "" {
+					v.Value = literal(&t.Value)
+				}
+			}
+		}
+		if v.Value == "" {
+			ask = append(ask, it.Name)
+			continue
+		}
+		vars = append(vars, v)
+	}
+	if len(ask) > 0 {
+		r, err := bc.Exec("SELECT @@SESSION." + strings.Join(ask, ", @@SESSION."))
+		if err != nil || len(r.Rows) != 1 || len(r.Rows[0]) != len(ask) {
 			// Cannot know the values: keep this connection for good.
 			s.lease.Stick("SET of unreadable variable")
-		} else {
-			vars := make([]backend.Var, 0, len(sysvars))
-			idle := false
-			for i, name := range sysvars {
-				if isIdleVar(name) {
-					idle = true
-					if name == "wait_timeout" && r.Rows[0][i] != nil {
-						secs, _ := strconv.ParseInt(*r.Rows[0][i], 10, 64)
-						s.idleTimeout = time.Duration(secs) * time.Second
-					}
-					continue
-				}
-				vars = append(vars, backend.Var{Name: name, Value: literal(r.Rows[0][i])})
-			}
-			st = st.WithVars(vars...)
-			if idle {
-				// Pooled connections keep the server's own timeouts: one
-				// left with a client's short wait_timeout would be closed
-				// by the server while idle in the pool, under the next
-				// client.
-				if _, err := bc.Exec("SET @@SESSION.wait_timeout = DEFAULT, @@SESSION.interactive_timeout = DEFAULT"); err != nil {
-					bc.MarkBroken()
-				}
-			}
+			ask = nil
+		}
+		for i, name := range ask {
+			vars = append(vars, backend.Var{Name: name, Value: literal(r.Rows[0][i])})
+		}
+	}
+	kept := vars[:0]
+	for _, v := range vars {
+		if !isIdleVar(v.Name) {
+			kept = append(kept, v)
+			continue
+		}
+		idle = true
+		if v.Name == "wait_timeout" {
+			secs, _ := strconv.ParseInt(strings.Trim(v.Value, "'"), 10, 64)
+			s.idleTimeout = time.Duration(secs) * time.Second
+		}
+	}
+	if len(kept) > 0 {
+		st = st.WithVars(kept...)
+	}
+	if idle {
+		// Pooled connections keep the server's own timeouts: one left
+		// with a client's short wait_timeout would be closed by the server
+		// while idle in the pool, under the next client.
+		if _, err := bc.Exec("SET @@SESSION.wait_timeout = DEFAULT, @@SESSION.interactive_timeout = DEFAULT"); err != nil {
+			bc.MarkBroken()
 		}
 	}
 	s.vars.State = st

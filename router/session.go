@@ -8,6 +8,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
+	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
 )
 
@@ -53,6 +54,10 @@ type SetItem struct {
 	Kind      SetKind
 	Name      string // lower-case variable name; charset for SetNames
 	Collation string // SetNames only
+	// Value is the value assigned, as an SQL literal, when it is a
+	// constant that means the same on any connection ('text', 42,
+	// DEFAULT); "" when it must be computed (SetSysVar only).
+	Value string
 }
 
 // ParseSet parses a SET statement into its assignments. The returned
@@ -95,10 +100,41 @@ func (p *Parser) ParseSet(sql string) ([]SetItem, error) {
 		case strings.HasSuffix(name, "_one_shot"):
 			items = append(items, SetItem{Kind: SetOneShot, Name: name})
 		default:
-			items = append(items, SetItem{Kind: SetSysVar, Name: name})
+			items = append(items, SetItem{Kind: SetSysVar, Name: name, Value: constValue(v.Value)})
 		}
 	}
 	return items, nil
+}
+
+// constValue renders a SET value as an SQL literal when it is a constant:
+// a string or number, DEFAULT, or a bare word (ON, ANSI...), which the
+// server takes as a string. Anything else ("" returned) must be evaluated
+// by the server.
+func constValue(e ast.ExprNode) string {
+	switch v := e.(type) {
+	case *ast.DefaultExpr:
+		if v.Name == nil {
+			return "DEFAULT"
+		}
+	case *driver.ValueExpr:
+		switch v.Kind() {
+		case driver.KindNull:
+			return "NULL"
+		case driver.KindString, driver.KindInt64, driver.KindUint64, driver.KindMysqlDecimal, driver.KindFloat64:
+			if strings.ContainsRune(v.GetString(), '\\') {
+				return "" // how it is written depends on sql_mode (NO_BACKSLASH_ESCAPES)
+			}
+			var sb strings.Builder
+			if err := v.Restore(format.NewRestoreCtx(restoreFlags, &sb)); err == nil {
+				return sb.String()
+			}
+		}
+	case *ast.ColumnNameExpr:
+		if c := v.Name; c.Table.L == "" && c.Schema.L == "" {
+			return "'" + strings.ReplaceAll(c.Name.O, "'", "''") + "'"
+		}
+	}
+	return ""
 }
 
 // SessionValues are the per-connection values keyshard answers for the

@@ -10,7 +10,7 @@ func TestParseSet(t *testing.T) {
 	}
 	want := []SetItem{
 		{Kind: SetNames, Name: "utf8mb4", Collation: "utf8mb4_bin"},
-		{Kind: SetSysVar, Name: "sql_mode"},
+		{Kind: SetSysVar, Name: "sql_mode", Value: "'ANSI'"},
 		{Kind: SetUserVar, Name: "a"},
 		{Kind: SetGlobal, Name: "max_connections"},
 		{Kind: SetAutocommit, Name: "autocommit"},
@@ -50,6 +50,33 @@ func TestRewriteSessionFuncs(t *testing.T) {
 		got, _, err := p.RewriteSessionFuncs(c.in, v)
 		if err != nil || got != c.out {
 			t.Errorf("Rewrite(%q) = %q, %v; want %q", c.in, got, err, c.out)
+		}
+	}
+}
+
+func TestSetValues(t *testing.T) {
+	var p Parser
+	for sql, want := range map[string][]string{
+		"SET sql_mode = 'ANSI', @@session.time_zone = '+00:00'":            {"'ANSI'", "'+00:00'"},
+		"SET SESSION sort_buffer_size = 262144, max_join_size = 1.5":       {"262144", "1.5"},
+		"SET sql_mode = ANSI, sql_safe_updates = ON":                       {"'ANSI'", "'ON'"},
+		"SET sql_mode = DEFAULT":                                           {"DEFAULT"},
+		"SET sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')":          {""},
+		"SET time_zone = @@global.time_zone, div_precision_increment = -1": {"", ""},
+		"SET lc_time_names = 'it''s'":                                      {"'it''s'"},
+		`SET lc_time_names = 'a\\b'`:                                       {""},
+	} {
+		items, err := p.ParseSet(sql)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		if len(items) != len(want) {
+			t.Fatalf("%s: %d items", sql, len(items))
+		}
+		for i, it := range items {
+			if it.Kind != SetSysVar || it.Value != want[i] {
+				t.Errorf("%s: item %d = %+v, want value %q", sql, i, it, want[i])
+			}
 		}
 	}
 }

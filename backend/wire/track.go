@@ -110,3 +110,28 @@ func TrackedSchema(state []byte) (db string, ok bool) {
 	}
 	return db, ok
 }
+
+// TrackedVars calls fn for each system variable an OK packet's
+// session-state information (OK.State) reports changed, with its new
+// value as the server prints it (name and value alias state).
+func TrackedVars(state []byte, fn func(name, value []byte)) {
+	for pos := 0; pos < len(state); {
+		typ := state[pos]
+		data, _, next, err := ReadLenEncString(state, pos+1)
+		if err != nil {
+			return
+		}
+		if typ == TrackSystemVariables {
+			name, _, n, err := ReadLenEncString(data, 0)
+			if err != nil {
+				return
+			}
+			value, _, _, err := ReadLenEncString(data, n)
+			if err != nil {
+				return
+			}
+			fn(name, value)
+		}
+		pos = next
+	}
+}

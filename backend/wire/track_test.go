@@ -25,3 +25,19 @@ func TestTrackedSchema(t *testing.T) {
 		t.Fatalf("from an OK packet: %q, %v", db, found)
 	}
 }
+
+func TestTrackedVars(t *testing.T) {
+	state := AppendTrackVariable(nil, "time_zone", "+01:00")
+	state = AppendTrackSchema(state, "app")
+	state = AppendTrackVariable(state, "sql_mode", "")
+	var got []string
+	TrackedVars(state, func(name, value []byte) { got = append(got, string(name)+"="+string(value)) })
+	if len(got) != 2 || got[0] != "time_zone=+01:00" || got[1] != "sql_mode=" {
+		t.Fatalf("TrackedVars = %q", got)
+	}
+	got = nil
+	TrackedVars([]byte{TrackSystemVariables, 4, 9, 'a'}, func(name, value []byte) { got = append(got, string(name)) })
+	if len(got) != 0 {
+		t.Fatalf("a truncated entry was decoded: %q", got)
+	}
+}

@@ -53,6 +53,9 @@ type Result struct {
 	Rows       uint64
 	Started    bool           // a packet of the answer arrived (nothing can be retried after)
 	Err        *mysql.MyError // a MySQL error the backend returned (already relayed)
+	// Tracked are the session variables the server reported changed
+	// (session tracking), with their new values as it prints them.
+	Tracked []backend.Var
 }
 
 // ErrClose tells the session to close the client connection after the

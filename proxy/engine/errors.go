@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/keyshard/keyshard/backend/wire"
+)
 
 // Kind classifies the errors the engine makes itself. The proxy's one
 // error mapper gives each an errno (a test there checks every kind).
@@ -43,6 +47,16 @@ func Errorf(k Kind, format string, args ...any) *Error {
 // ErrNoSchema is the error for a user without a schema in schema_list.
 func ErrNoSchema(user string) error {
 	return Errorf(KindNoSchema, "keyshard: user '%s' has no schema in schema_list", user)
+}
+
+// holding says, for an error message, why the session is bound to one
+// node's transaction (status: the session's, see Conns.Status), and what
+// a client should know after the refusal.
+func holding(status uint16) (where, after string) {
+	if status&wire.StatusInTrans != 0 {
+		return "inside a transaction", " (the transaction is still open)"
+	}
+	return "with autocommit off (every statement opens a transaction)", ""
 }
 
 func crossNode(format string, args ...any) error { return Errorf(KindCrossNode, format, args...) }

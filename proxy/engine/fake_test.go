@@ -56,6 +56,7 @@ type fakeConn struct {
 	nc   net.Conn
 	pkt  *wire.Conn
 	inTx bool
+	noAC bool          // autocommit off: any other statement opens a transaction
 	kill chan struct{} // KILL QUERY <id> received
 }
 
@@ -170,6 +171,10 @@ func (f *fakeServer) generic(c *fakeConn, cmd byte, arg string) {
 			c.inTx = true
 		case q == "COMMIT" || q == "ROLLBACK":
 			c.inTx = false
+		case q == "SET AUTOCOMMIT = 0" || q == "SET AUTOCOMMIT = 1":
+			c.noAC = q == "SET AUTOCOMMIT = 0"
+		case c.noAC && !strings.HasPrefix(q, "SET "):
+			c.inTx = true
 		case strings.HasPrefix(q, "KILL QUERY "):
 			id, _ := strconv.Atoi(q[len("KILL QUERY "):])
 			f.mu.Lock()
@@ -184,7 +189,7 @@ func (f *fakeServer) generic(c *fakeConn, cmd byte, arg string) {
 		}
 		c.ok(0, 0)
 	case mysql.COM_RESET_CONNECTION:
-		c.inTx = false
+		c.inTx, c.noAC = false, false
 		c.ok(0, 0)
 	case mysql.COM_PING, mysql.COM_INIT_DB, mysql.COM_SET_OPTION:
 		c.ok(0, 0)
@@ -217,6 +222,9 @@ func (c *fakeConn) send(ps ...[]byte) error {
 
 func (c *fakeConn) ok(affected, insertID uint64) {
 	status := autocommit
+	if c.noAC {
+		status = 0
+	}
 	if c.inTx {
 		status |= wire.StatusInTrans
 	}
@@ -356,6 +364,7 @@ func newEnv(t *testing.T, caps uint32, hs ...handler) *env {
 	// session does, with classic answers.)
 	en.lease = &Lease{Ctx: t.Context(), Vars: vars, Default: en.nodes["n1"], User: "app", Trace: en.tr,
 		Caps: caps | mysql.CLIENT_DEPRECATE_EOF}
+	en.lease.SetStatus(wire.StatusAutocommit)
 	en.srv, en.peer = net.Pipe()
 	cl := NewClient(wire.NewConn(en.srv, 4096, 4096), mapErr)
 	cl.SetCaps(caps, 0)

@@ -91,7 +91,7 @@ func sendQuery(l *Leg) error {
 // (the connection is switched to multi-statements for it).
 func (e *Engine) sendBatch(l *Leg) error {
 	if len(l.Route.SQL) > 1 {
-		if err := l.BC.Sync(e.Vars.DB, true, e.Vars.State); err != nil {
+		if err := l.BC.Sync(e.Vars.DB, true, e.Vars.Autocommit, e.Vars.State); err != nil {
 			return err
 		}
 	}
@@ -109,8 +109,9 @@ func (e *Engine) sendBatch(l *Leg) error {
 // rows in sub-table order, never buffered) or summed into one OK.
 func (e *Engine) fanOut(rt *router.Routing, isSelect, read bool, send func(l *Leg) error) error {
 	if len(rt.Routes) > 1 && e.Conns.Holding() {
-		return e.Fail(crossNode("keyshard: inside a transaction this statement would touch nodes %s and %s; "+
-			"a transaction can touch one node only (the transaction is still open)", rt.Routes[0].Node, rt.Routes[1].Node))
+		where, after := holding(e.Conns.Status())
+		return e.Fail(crossNode("keyshard: %s this statement would touch nodes %s and %s; "+
+			"a transaction can touch one node only%s", where, rt.Routes[0].Node, rt.Routes[1].Node, after))
 	}
 	p := Write
 	if read {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 )
@@ -12,9 +13,10 @@ import (
 // serves the client (backend.Conn.Sync). The session owns it; the lease
 // and the engine read it.
 type Vars struct {
-	DB    string         // current database ("" for none)
-	Multi bool           // multi-statements on (CLIENT_MULTI_STATEMENTS, COM_SET_OPTION)
-	State *backend.State // charset and session variables
+	DB         string         // current database ("" for none)
+	Multi      bool           // multi-statements on (CLIENT_MULTI_STATEMENTS, COM_SET_OPTION)
+	Autocommit bool           // autocommit on (learned from the server status of each answer)
+	State      *backend.State // charset and session variables
 }
 
 // Purpose says what a connection is acquired for; the flags combine.
@@ -47,8 +49,11 @@ const (
 // goes back to its pool or stays pinned to the session. The rules for
 // pinning are all here:
 //
-//   - a transaction (the server reports one, or autocommit is off) or
-//     LOCK TABLES pins the connection, and ties the session to its node;
+//   - a transaction (the server reports one) or LOCK TABLES pins the
+//     connection, and ties the session to its node; with autocommit off
+//     every statement opens one, so the session is tied as if in one
+//     (Holding), but between transactions its connection goes back to
+//     the pool: autocommit is replicated state like the variables;
 //   - state that lives only on that connection (user variables, GET_LOCK,
 //     temporary tables, text PREPARE, multi-statement batches, unparsed
 //     SET) pins it for good (sticky);
@@ -77,6 +82,7 @@ type Lease struct {
 
 	pinned     *backend.Conn
 	sticky     string // why the connection is pinned for good ("" if not)
+	noReuse    bool   // the pinned connection is closed at the end, not reset (see NoReuse)
 	lockTables bool
 	txBegin    string // a BEGIN not sent yet (see Defer)
 	cursors    int    // statements with an open cursor (they pin the connection)
@@ -84,6 +90,7 @@ type Lease struct {
 	meta       *backend.Conn
 	lastRead   *backend.Pool // the replica pool of the last read acquire
 	lost       string        // session state lost with a pinned connection (see TakeLost)
+	status     uint16        // the server status of the session's last answer (see Status)
 }
 
 // Pinned returns the pinned connection (nil: none).
@@ -98,6 +105,14 @@ func (l *Lease) Stick(why string) {
 	if l.sticky == "" {
 		l.sticky = why
 	}
+}
+
+// NoReuse pins the session's connection for good and has it closed, not
+// reset, when the session ends: for state a reset leaves behind (the
+// profiling history, which SHOW PROFILES would show the next client).
+func (l *Lease) NoReuse(why string) {
+	l.Stick(why)
+	l.noReuse = true
 }
 
 // SetLockTables records LOCK TABLES (true) or UNLOCK TABLES.
@@ -119,21 +134,37 @@ func (l *Lease) CursorClosed() { l.cursors-- }
 // InTx reports whether the pinned connection holds a transaction or table
 // locks, which tie the session to its node.
 func (l *Lease) InTx() bool {
-	return l.pinned != nil && (l.pinned.Status&wire.StatusInTrans != 0 || l.pinned.Status&wire.StatusAutocommit == 0 || l.lockTables)
+	return l.pinned != nil && (inTrans(l.pinned) || l.lockTables)
 }
 
-// Holding reports whether a transaction is open or deferred.
-func (l *Lease) Holding() bool { return l.txBegin != "" || l.InTx() }
+// txStatus are the status flags that describe an open transaction.
+const txStatus = wire.StatusInTrans | mysql.SERVER_STATUS_IN_TRANS_READONLY
 
-// Status is the server status the client should see between statements.
+// inTrans reports whether the server says bc is inside a transaction.
+func inTrans(bc *backend.Conn) bool { return bc.Status&wire.StatusInTrans != 0 }
+
+// Holding reports whether a transaction is open or deferred, or autocommit
+// is off (the next statement opens one where it runs).
+func (l *Lease) Holding() bool { return l.txBegin != "" || !l.Vars.Autocommit || l.InTx() }
+
+// Status is the server status the client should see between statements:
+// the backend's, as the session's last answer left it (autocommit, no
+// backslash escapes...), without the flags that describe one statement.
 func (l *Lease) Status() uint16 {
-	if l.txBegin != "" {
-		return wire.StatusAutocommit | wire.StatusInTrans
-	}
 	if l.pinned != nil {
 		return l.pinned.Status &^ PerStatementStatus
 	}
-	return wire.StatusAutocommit
+	if l.txBegin != "" {
+		return l.status | wire.StatusInTrans
+	}
+	return l.status
+}
+
+// SetStatus sets the status a new session starts with: the server's for a
+// new connection (backend.Pool.SessionStatus). Autocommit follows it.
+func (l *Lease) SetStatus(st uint16) {
+	l.status = st &^ (PerStatementStatus | txStatus)
+	l.Vars.Autocommit = st&wire.StatusAutocommit != 0
 }
 
 // MarkWrite starts the read-your-writes window.
@@ -220,7 +251,7 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 // skip is a pool a retry must avoid. With no replica able to serve and
 // master_reads off, it fails with an error naming the node.
 func (l *Lease) readPool(n *backend.Node, skip *backend.Pool) (*backend.Pool, error) {
-	if !l.Split || l.pinned != nil || l.txBegin != "" || l.sticky != "" {
+	if !l.Split || l.pinned != nil || l.txBegin != "" || l.sticky != "" || !l.Vars.Autocommit {
 		return nil, nil
 	}
 	if n == nil {
@@ -260,6 +291,12 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 			return l.pinned, nil
 		}
 		if tx && l.Holding() {
+			if !l.InTx() {
+				// Autocommit off: the statement would open a transaction
+				// here while the session's state is held on the other node.
+				return nil, crossNode("keyshard: this statement needs node %s, but autocommit is off and the session's "+
+					"connection is held on node %s (%s); a transaction can touch one node only", n.Name, l.pinned.Node(), l.sticky)
+			}
 			return nil, crossNode("keyshard: this statement needs node %s, but the open transaction is on node %s; "+
 				"a transaction can touch one node only (the transaction is still open)", n.Name, l.pinned.Node())
 		}
@@ -284,7 +321,7 @@ func (l *Lease) synced(p *backend.Pool) (*backend.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := bc.Sync(l.Vars.DB, l.Vars.Multi, l.Vars.State); err != nil {
+	if err := bc.Sync(l.Vars.DB, l.Vars.Multi, l.Vars.Autocommit, l.Vars.State); err != nil {
 		l.putBack(bc)
 		return nil, err
 	}
@@ -303,6 +340,12 @@ func (l *Lease) putBack(bc *backend.Conn) {
 // Release gives back a connection from Acquire: it stays pinned if the
 // session needs it, else goes back to its pool (closed if broken).
 func (l *Lease) Release(bc *backend.Conn) {
+	if !bc.Broken() {
+		// The session's settings as the server now reports them (SET
+		// autocommit in a batch or a procedure included).
+		l.status = bc.Status &^ (PerStatementStatus | txStatus)
+		l.Vars.Autocommit = bc.Autocommit()
+	}
 	if bc == l.meta {
 		l.meta = nil
 		if bc != l.pinned {
@@ -324,7 +367,7 @@ func (l *Lease) Release(bc *backend.Conn) {
 				l.OnDiscard(bc)
 			}
 			l.pinned = nil
-			l.sticky, l.lockTables = "", false
+			l.sticky, l.lockTables, l.noReuse = "", false, false
 		}
 		pool.Discard(bc)
 		return
@@ -334,14 +377,14 @@ func (l *Lease) Release(bc *backend.Conn) {
 		// its pinned connection: this one goes back, unless it was left
 		// inside a transaction (it cannot be pinned too), then it is closed,
 		// which rolls the transaction back.
-		if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 {
+		if inTrans(bc) {
 			pool.Discard(bc)
 			return
 		}
 		pool.Put(bc)
 		return
 	}
-	if bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0 || l.sticky != "" || l.lockTables || l.cursors > 0 {
+	if inTrans(bc) || l.sticky != "" || l.lockTables || l.cursors > 0 {
 		l.pinned = bc
 		return
 	}
@@ -357,7 +400,7 @@ func (l *Lease) Release(bc *backend.Conn) {
 // loss of the others would go unnoticed.
 func (l *Lease) Lost(bc *backend.Conn) (held string) {
 	bc.MarkBroken()
-	if l.pinned != bc && (bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0) {
+	if l.pinned != bc && inTrans(bc) {
 		// Not pinned yet, but in a transaction: the deferred BEGIN was
 		// opened on it for the statement that failed.
 		if l.meta == bc {
@@ -378,7 +421,7 @@ const heldTx = "an open transaction (rolled back)"
 // none that its loss would hide; an open cursor shows on its next fetch).
 func (l *Lease) heldOn(bc *backend.Conn) string {
 	switch {
-	case bc.Status&wire.StatusInTrans != 0 || bc.Status&wire.StatusAutocommit == 0:
+	case inTrans(bc):
 		return heldTx
 	case l.lockTables:
 		return "LOCK TABLES"
@@ -400,13 +443,17 @@ func (l *Lease) TakeLost() string {
 // COM_RESET_CONNECTION / COM_CHANGE_USER): cleaned with one reset (roll
 // back, drop temporary tables, locks and variables), or closed.
 func (l *Lease) End() {
+	noReuse := l.noReuse
 	l.cursors = 0
-	l.sticky, l.lockTables, l.txBegin = "", false, ""
+	l.sticky, l.lockTables, l.txBegin, l.noReuse = "", false, "", false
 	bc := l.pinned
 	if bc == nil {
 		return
 	}
 	l.pinned = nil
+	if noReuse {
+		bc.MarkBroken()
+	}
 	if !bc.Broken() {
 		_ = bc.SetDeadline(time.Now().Add(5 * time.Second))
 		_ = bc.Reset() // marks bc broken when it fails

@@ -347,3 +347,62 @@ func closeOn(sql string) handler {
 		return false
 	}
 }
+
+// Autocommit is the session's, replicated like its variables: SET
+// autocommit = 0 does not pin, the next connection (any node) is synced
+// to it, the transaction that a statement then opens pins and ties the
+// session, and after COMMIT the connection goes back to the pool.
+func TestLeaseAutocommitOff(t *testing.T) {
+	en := newEnv(t, deprecate, nil, nil)
+	l, n1, n2 := en.lease, en.nodes["n1"], en.nodes["n2"]
+	bc := en.acquire(n1, Write)
+	en.exec(bc, "SET AUTOCOMMIT = 0")
+	l.Release(bc)
+	if l.Pinned() != nil || l.Vars.Autocommit || !l.Holding() || l.InTx() || l.Status() != 0 {
+		t.Fatalf("after SET autocommit=0: pinned %v autocommit %v holding %v in tx %v status %#x",
+			l.Pinned() != nil, l.Vars.Autocommit, l.Holding(), l.InTx(), l.Status())
+	}
+	en.wantPool("n1", 1, 0, 1, 0)
+	// A fan-out over two nodes would open two transactions: refused,
+	// saying why, with nothing sent.
+	_, pkts, err := en.do(func() error {
+		return en.e.Route(fanRouting("UPDATE $t SET a = 1", 0), nil, Run{Kind: router.KindUpdate, One: noOne(t)})
+	})
+	var ee *Error
+	if !errors.As(err, &ee) || ee.Kind != KindCrossNode || !strings.Contains(ee.Msg, "with autocommit off") ||
+		len(pkts) != 1 || pkts[0][0] != wire.ErrHeader {
+		t.Fatalf("fan-out with autocommit off: %v, client got %q", err, pkts)
+	}
+	// A statement on n2 gets a connection synced to autocommit off; it
+	// opens a transaction there, which pins.
+	o := en.acquire(n2, Write)
+	en.exec(o, "UPDATE t SET a = 1")
+	l.Release(o)
+	if l.Pinned() != o || !l.InTx() || l.Status() != wire.StatusInTrans {
+		t.Fatalf("after UPDATE: pinned %v in tx %v status %#x", l.Pinned() == o, l.InTx(), l.Status())
+	}
+	if got := en.fakes[1].commands(o.ThreadID()); !slices.Equal(got, []string{"SET autocommit = 0", "UPDATE t SET a = 1"}) {
+		t.Errorf("n2 received %q", got)
+	}
+	if _, err = l.Acquire(n1, Write); !errors.As(err, &ee) || !strings.Contains(ee.Msg, "needs node n1, but the open transaction is on node n2") {
+		t.Errorf("n1 inside the transaction: %v", err)
+	}
+	en.exec(en.acquire(nil, Write), "COMMIT")
+	l.Release(o)
+	if l.Pinned() != nil || l.Vars.Autocommit || l.Status() != 0 {
+		t.Errorf("after COMMIT: pinned %v autocommit %v status %#x", l.Pinned() != nil, l.Vars.Autocommit, l.Status())
+	}
+	en.wantPool("n2", 1, 0, 1, 0)
+	// SET autocommit = 1 anywhere turns it back on for the next connection.
+	bc = en.acquire(n1, Write)
+	en.exec(bc, "SET AUTOCOMMIT = 1")
+	l.Release(bc)
+	if !l.Vars.Autocommit || l.Holding() || l.Status() != autocommit {
+		t.Errorf("after SET autocommit=1: autocommit %v holding %v status %#x", l.Vars.Autocommit, l.Holding(), l.Status())
+	}
+	o = en.acquire(n2, Write)
+	l.Release(o)
+	if got := en.fakes[1].commands(o.ThreadID()); got[len(got)-1] != "SET autocommit = 1" {
+		t.Errorf("n2 received %q, want autocommit synced back on", got)
+	}
+}

@@ -21,9 +21,10 @@ import (
 // read from the nodes' replicas.
 func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg) error) error {
 	if e.Conns.Holding() {
-		return e.Fail(Errorf(KindNotSupported, "keyshard: this SELECT reads %d sub-tables of sharded table %s and merges them, "+
-			"which runs on a connection per sub-table and so cannot see an open transaction; run it outside the transaction "+
-			"or add the shard key to WHERE (the transaction is still open)", rt.Targets(), rt.Spec.Table))
+		where, after := holding(e.Conns.Status())
+		return e.Fail(Errorf(KindNotSupported, "keyshard: %s, this SELECT cannot read %d sub-tables of sharded table %s and merge them: "+
+			"that runs on a connection per sub-table, each of which would be a transaction of its own; run it with autocommit on "+
+			"and outside a transaction, or add the shard key to WHERE%s", where, rt.Targets(), rt.Spec.Table, after))
 	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]

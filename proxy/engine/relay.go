@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"strings"
+
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
@@ -166,7 +168,7 @@ func (e *Engine) readResult(bc *backend.Conn, res *Result) (p []byte, done bool,
 	}
 	switch p[0] {
 	case wire.OKHeader:
-		more, err := e.relayOK(bc, p)
+		more, err := e.relayOK(bc, p, res)
 		return nil, err != nil || !more, err
 	case wire.ErrHeader:
 		res.Err = wire.ParseErr(p)
@@ -180,7 +182,7 @@ func (e *Engine) readResult(bc *backend.Conn, res *Result) (p []byte, done bool,
 
 // relayOK relays the OK packet p that ends a result (more: another
 // follows), recording what it says for the session.
-func (e *Engine) relayOK(bc *backend.Conn, p []byte) (more bool, err error) {
+func (e *Engine) relayOK(bc *backend.Conn, p []byte, res *Result) (more bool, err error) {
 	ok, perr := wire.ParseOK(p)
 	if perr != nil {
 		return false, lostConn(bc, perr)
@@ -194,6 +196,9 @@ func (e *Engine) relayOK(bc *backend.Conn, p []byte) (more bool, err error) {
 			bc.SetDB(db)
 			e.Vars.DB = db
 		}
+		wire.TrackedVars(ok.State, func(name, value []byte) {
+			res.Tracked = append(res.Tracked, backend.Var{Name: strings.ToLower(string(name)), Value: string(value)})
+		})
 	}
 	e.Last.RowCount = int64(ok.AffectedRows)
 	e.Trace.Sent(0, ok.AffectedRows)

@@ -430,3 +430,116 @@ func TestComChangeUserRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A new session starts from the server's globals, as on MariaDB: pooled
+// connections opened before a SET GLOBAL (run through keyshard) do not
+// keep the old values, and the greeting and login OK report the server's
+// autocommit, not a made-up one.
+func TestGlobalsReachPooledConnections(t *testing.T) {
+	root := direct(t, basePort, "")
+	t.Cleanup(func() {
+		mustExec(t, root, "SET GLOBAL div_precision_increment = 4")
+		mustExec(t, root, "SET GLOBAL autocommit = 1")
+	})
+	p := startProxy(t, strings.Replace(baseYAML("%ADDR%"), "max_conns_limit: 16", "max_conns_limit: 2", 1))
+	first := p.open(t, "ks:ks", "ks_test", "")
+	var before int
+	if err := first.QueryRow("SELECT @@div_precision_increment").Scan(&before); err != nil || before != 4 {
+		t.Fatalf("@@div_precision_increment = %d, %v", before, err)
+	}
+	mustExec(t, first, "SET GLOBAL div_precision_increment = 9")
+	mustExec(t, first, "SET GLOBAL autocommit = 0")
+	for _, addr := range []string{fmt.Sprintf("127.0.0.1:%d", basePort), p.Addr} {
+		c := goMySQL(t, addr)
+		if c.IsAutoCommit() {
+			t.Errorf("%s: login reports autocommit on; the server's global is off", addr)
+		}
+		r, err := c.Execute("SELECT @@div_precision_increment, @@autocommit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dpi, _ := r.GetInt(0, 0)
+		ac, _ := r.GetInt(0, 1)
+		if dpi != 9 || ac != 0 || c.IsAutoCommit() {
+			t.Errorf("%s: a new session sees div_precision_increment %d, autocommit %d (status %v); want 9, 0",
+				addr, dpi, ac, c.IsAutoCommit())
+		}
+	}
+	// And the next greeting says so too.
+	c := goMySQL(t, p.Addr)
+	if c.IsAutoCommit() {
+		t.Error("greeting and login report autocommit on")
+	}
+}
+
+// SET learns the new values without statements of keyshard's own on the
+// client's connection: SHOW PROFILES shows what it shows directly. And a
+// profiling history is the session's alone: the next client on the
+// pooled connection does not see it (COM_RESET_CONNECTION keeps it).
+func TestProfilingHistory(t *testing.T) {
+	p := startProxy(t, strings.Replace(baseYAML("%ADDR%"), "max_conns_limit: 16", "max_conns_limit: 1", 1))
+	ctx := context.Background()
+	script := []string{"SET profiling = 1", "SET sql_mode = 'ANSI_QUOTES'", "SET time_zone = @@global.time_zone",
+		"SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", "SET div_precision_increment = DEFAULT", "SELECT 'secret'"}
+	profiles := func(d *sql.DB) []string {
+		defer d.Close() // the session ends: its connection is given back
+		c, err := d.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, q := range script {
+			if _, err := c.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		var iso string
+		if err := c.QueryRowContext(ctx, "SELECT @@tx_isolation").Scan(&iso); err != nil || iso != "READ-COMMITTED" {
+			t.Fatalf("@@tx_isolation = %q, %v", iso, err)
+		}
+		return queryColConn(t, c, "SHOW PROFILES", 2)
+	}
+	want := profiles(direct(t, basePort, "ks_test"))
+	got := profiles(p.open(t, "ks:ks", "ks_test", ""))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("SHOW PROFILES through keyshard:\n%s\nwant (direct):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	next := p.open(t, "ks:ks", "ks_test", "")
+	c, err := next.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, "SET profiling = 1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queryColConn(t, c, "SHOW PROFILES", 2) {
+		if strings.Contains(q, "secret") {
+			t.Errorf("the next client's SHOW PROFILES shows the previous client's %q", q)
+		}
+	}
+}
+
+// queryColConn returns column col of every row of q on c, as text.
+func queryColConn(t *testing.T, c *sql.Conn, q string, col int) []string {
+	t.Helper()
+	rows, err := c.QueryContext(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(vals[col]))
+	}
+	return out
+}

@@ -597,3 +597,44 @@ func shardUserConn(t *testing.T) *sql.Conn {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// Autocommit is session state replicated to whichever connection serves
+// the session, not a pin: with it off, each transaction opens on the node
+// of its first statement and, once committed or rolled back, the next may
+// open on another node; statements that would open transactions on two
+// nodes at once are refused, saying why.
+func TestShardAutocommitOff(t *testing.T) {
+	ctx := context.Background()
+	c := shardUserConn(t)
+	mustExecConn(t, c, "SET autocommit = 0")
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (5, 'five')") // node2: opens a transaction there
+	_, err := c.ExecContext(ctx, "INSERT INTO sh_user (id, name) VALUES (1, 'one')")
+	wantErrContains(t, "node1 inside node2's implicit transaction", err, 1235, "transaction is on node node2")
+	if got := subTableRows(t, basePort+1, "sh_user_0005"); len(got) != 0 {
+		t.Fatalf("uncommitted row visible outside the session: %v", got)
+	}
+	mustExecConn(t, c, "ROLLBACK")
+	// The next transaction may open on node1.
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (1, 'one')")
+	if got := subTableRows(t, basePort, "sh_user_0001"); len(got) != 0 {
+		t.Fatalf("uncommitted row visible outside the session: %v", got)
+	}
+	mustExecConn(t, c, "COMMIT")
+	if got := subTableRows(t, basePort, "sh_user_0001"); strings.Join(got, ",") != "1" {
+		t.Fatalf("committed rows on node1: %v", got)
+	}
+	if got := subTableRows(t, basePort+1, "sh_user_0005"); len(got) != 0 {
+		t.Fatalf("rolled back row on node2: %v", got)
+	}
+	var ac int
+	if err := c.QueryRowContext(ctx, "SELECT @@autocommit").Scan(&ac); err != nil || ac != 0 {
+		t.Fatalf("@@autocommit = %d, %v; want 0", ac, err)
+	}
+	mustExecConn(t, c, "COMMIT")
+	_, err = c.ExecContext(ctx, "DELETE FROM sh_user WHERE id IN (1, 5)")
+	wantErrContains(t, "a two-node write with autocommit off", err, 1235, "with autocommit off")
+	mustExecConn(t, c, "SET autocommit = 1")
+	if r, err := c.ExecContext(ctx, "DELETE FROM sh_user WHERE id IN (1, 5)"); err != nil || rowsAffected(r) != 1 {
+		t.Fatalf("two-node delete with autocommit on: %v", err)
+	}
+}
