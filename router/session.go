@@ -8,8 +8,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
-	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
-	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
+	driver "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
 )
 
 // Parser wraps the TiDB parser. It is not safe for concurrent use: each
