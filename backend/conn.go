@@ -370,7 +370,7 @@ func (c *Conn) Command(cmd byte, arg []byte) (wire.OK, error) {
 	if err := c.pkt.Flush(); err != nil {
 		return wire.OK{}, c.lost(err)
 	}
-	p, err := c.pkt.ReadPacket()
+	p, err := c.readFirst()
 	if err != nil {
 		return wire.OK{}, c.lost(err)
 	}
@@ -406,8 +406,18 @@ func (c *Conn) lost(err error) error {
 	return c.errorf(KindLost, err, "connection lost")
 }
 
-func (c *Conn) readResult() (*Result, error) {
+// readFirst reads the first packet of an answer, skipping MariaDB progress
+// reports (keyshard's own statements show none).
+func (c *Conn) readFirst() ([]byte, error) {
 	p, err := c.pkt.ReadPacket()
+	for err == nil && wire.IsProgress(p) {
+		p, err = c.pkt.ReadPacket()
+	}
+	return p, err
+}
+
+func (c *Conn) readResult() (*Result, error) {
+	p, err := c.readFirst()
 	if err != nil {
 		return nil, c.lost(err)
 	}

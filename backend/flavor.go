@@ -20,8 +20,10 @@ const (
 )
 
 // FlavorExt are the extended capabilities a backend connection takes from
-// its client: extended type info changes every column definition.
-const FlavorExt = MariaDBExtendedTypeInfo
+// its client: extended type info changes every column definition, and
+// progress reports add packets before an answer (which only a client that
+// asked for them can read).
+const FlavorExt = MariaDBExtendedTypeInfo | MariaDBProgress
 
 // Flavor is what a client needs of a backend connection beyond the
 // session state Sync replays: the capability flags it negotiated (within

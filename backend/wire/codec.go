@@ -301,3 +301,9 @@ func lenEncInt(b []byte) (v uint64, isNull bool, n int) {
 	}
 	return uint64(b[0]), false, 1
 }
+
+// IsProgress reports whether p is a MariaDB progress report: an ERR
+// header with error code 0xffff, sent before the answer of a long
+// statement (ALTER TABLE, LOAD DATA...) to a client that negotiated
+// MARIADB_CLIENT_PROGRESS. It is not an error.
+func IsProgress(p []byte) bool { return len(p) >= 3 && p[0] == ErrHeader && p[1] == 0xff && p[2] == 0xff }

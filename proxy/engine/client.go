@@ -75,6 +75,18 @@ func (c *Client) Packet(p []byte) error {
 	return nil
 }
 
+// Progress writes a MariaDB progress report and sends it at once (the
+// client shows it while the statement runs).
+func (c *Client) Progress(p []byte) error {
+	if err := c.pkt.WritePacket(p); err != nil {
+		return &ClientError{err}
+	}
+	if err := c.pkt.Flush(); err != nil {
+		return &ClientError{err}
+	}
+	return nil
+}
+
 // Raw writes one physical packet (a row, or part of a long one).
 func (c *Client) Raw(p []byte) error {
 	if err := c.pkt.WriteRaw(p); err != nil {

@@ -158,6 +158,15 @@ func readColsEOF(bc *backend.Conn) ([]byte, error) {
 // INFILE request), not relayed.
 func (e *Engine) readResult(bc *backend.Conn, res *Result) (p []byte, done bool, err error) {
 	p, err = bc.Packets().ReadPacket()
+	for err == nil && wire.IsProgress(p) {
+		// Only a client that asked for progress reports gets a
+		// connection that sends them (backend.FlavorExt).
+		res.Started = true
+		if err := e.Client.Progress(p); err != nil {
+			return nil, true, err
+		}
+		p, err = bc.Packets().ReadPacket()
+	}
 	if err != nil {
 		return nil, true, lostConn(bc, err)
 	}

@@ -151,6 +151,13 @@ func userLogin(t *testing.T, addr string) *userConn { return userLoginDB(t, addr
 // execution (MARIADB_CLIENT_STMT_BULK_OPERATIONS).
 func userLoginDB(t *testing.T, addr, db string) *userConn {
 	t.Helper()
+	return userLoginExt(t, addr, db, backend.MariaDBBulkOperations)
+}
+
+// userLoginExt logs in as ks/ks to db, as a MariaDB client with extended
+// capabilities ext.
+func userLoginExt(t *testing.T, addr, db string, ext uint32) *userConn {
+	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +178,7 @@ func userLoginDB(t *testing.T, addr, db string) *userConn {
 	b = binary.LittleEndian.AppendUint32(b, 1<<24)
 	b = append(b, 45)
 	b = append(b, make([]byte, 19)...)
-	b = binary.LittleEndian.AppendUint32(b, backend.MariaDBBulkOperations)
+	b = binary.LittleEndian.AppendUint32(b, ext)
 	b = append(b, "ks\x00"...)
 	auth := mysql.CalcNativePassword(c.scramble, []byte("ks"))
 	b = append(append(b, byte(len(auth))), auth...)
@@ -542,4 +549,52 @@ func queryColConn(t *testing.T, c *sql.Conn, q string, col int) []string {
 		out = append(out, string(vals[col]))
 	}
 	return out
+}
+
+// MariaDB's progress reports reach a client that asked for them, as they
+// come (told apart from an error), and no other: a long ALTER TABLE sends
+// them once progress_report_time has passed.
+func TestProgressReports(t *testing.T) {
+	d := direct(t, basePort, "ks_test")
+	mustExec(t, d, "DROP TABLE IF EXISTS prog_t")
+	mustExec(t, d, "CREATE TABLE prog_t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+	mustExec(t, d, "INSERT INTO prog_t SELECT seq, seq FROM seq_1_to_2500000")
+	t.Cleanup(func() { mustExec(t, d, "DROP TABLE IF EXISTS prog_t") })
+	p := startProxy(t, baseYAML("%ADDR%"))
+	query := func(c *userConn, q string) (progress int, last []byte) {
+		ans := c.send(t, 0, append([]byte{mysql.COM_QUERY}, q...))
+		for wire.IsProgress(ans) {
+			progress++
+			var err error
+			if ans, err = c.pkt.ReadPacket(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return progress, ans
+	}
+	for _, want := range []bool{true, false} {
+		var ext uint32
+		if want {
+			ext = backend.MariaDBProgress
+		}
+		c := userLoginExt(t, p.Addr, "ks_test", ext)
+		if n, ans := query(c, "SET progress_report_time = 1"); n != 0 || ans[0] != mysql.OK_HEADER {
+			t.Fatalf("SET: %d reports, %q", n, ans)
+		}
+		start := time.Now()
+		n, ans := query(c, "ALTER TABLE prog_t FORCE, ALGORITHM=COPY")
+		if ans[0] != mysql.OK_HEADER {
+			t.Fatalf("ALTER TABLE: %q", ans)
+		}
+		took := time.Since(start)
+		switch {
+		case want && n == 0 && took < 1200*time.Millisecond:
+			t.Fatalf("ALTER TABLE took %v, too short for a report (progress_report_time = 1): prog_t must grow", took)
+		case want && n == 0:
+			t.Errorf("a client with MARIADB_CLIENT_PROGRESS got no progress report from a %v ALTER TABLE", took)
+		case !want && n != 0:
+			t.Errorf("a client without MARIADB_CLIENT_PROGRESS got %d progress reports", n)
+		}
+		t.Logf("progress %v: %d reports in %v", want, n, took)
+	}
 }
