@@ -45,8 +45,9 @@ type Conn struct {
 	multi bool
 	state *State
 
-	stmts   stmtCache // statements prepared on this connection
-	globals int64     // the pool's globals generation when the session began (see Pool.GlobalsChanged)
+	stmts     stmtCache // statements prepared on this connection
+	globals   int64     // the pool's globals generation when the session began (see Pool.GlobalsChanged)
+	dropsSeen uint64    // StmtRefs drops when the cache was last checked (see closeUnheld)
 
 	created  time.Time
 	lastUsed time.Time

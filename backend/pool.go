@@ -28,7 +28,10 @@ type Options struct {
 	WriteBuffer    int
 	MaxPacket      int
 	StmtCache      int // prepared statements cached per connection (LRU)
-	Role           Role
+	// Refs counts the client statements of each text; cached statements
+	// no client holds are closed (nil: only the LRU bounds them).
+	Refs *StmtRefs
+	Role Role
 }
 
 func (o *Options) withDefaults() {
@@ -287,6 +290,7 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 				continue
 			}
 		}
+		c.closeUnheld() // sent with the connection's next command
 		p.inUse.Add(1)
 		return c, nil
 	}
@@ -399,6 +403,13 @@ func (p *Pool) Put(c *Conn) {
 	if p.open.Load() > int64(p.opts.MaxConns) {
 		p.closeConn(c, true)
 		return
+	}
+	if c.closeUnheld() > 0 {
+		// Sent now: the server drops them while the connection idles.
+		if err := c.pkt.Flush(); err != nil {
+			p.closeConn(c, true)
+			return
+		}
 	}
 	c.lastUsed = time.Now()
 	p.mu.Lock()

@@ -26,7 +26,8 @@ type Stmt struct {
 	// does not evict it then.
 	Cursor bool
 
-	orphan     bool // replaced in the cache while its cursor was open
+	orphan     bool     // replaced in the cache while its cursor was open
+	ref        *StmtRef // the client statements it serves (nil: not counted)
 	key        string
 	prev, next *Stmt
 }
@@ -38,12 +39,18 @@ type stmtCache struct {
 }
 
 // CachedStmt returns the statement prepared on c under key, marking it
-// recently used, or nil.
-func (c *Conn) CachedStmt(key string) *Stmt {
+// recently used, or nil. ref (nil: unchanged) is the client statements it
+// now serves (see StmtRefs).
+func (c *Conn) CachedStmt(key string, ref *StmtRef) *Stmt {
 	st := c.stmts.byKey[key]
-	if st != nil && c.stmts.head != st {
-		c.stmts.unlink(st)
-		c.stmts.push(st)
+	if st != nil {
+		if c.stmts.head != st {
+			c.stmts.unlink(st)
+			c.stmts.push(st)
+		}
+		if ref != nil {
+			st.ref = ref
+		}
 	}
 	return st
 }
@@ -63,11 +70,14 @@ func (c *Conn) StmtCount() int { return len(c.stmts.byKey) }
 // (max_prepared_stmt_count): when a PREPARE meets it (1461), the
 // statements this connection keeps cached are closed and the PREPARE is
 // tried once more.
-func (c *Conn) Prepare(key, sql string, each func(p []byte) error) (*Stmt, error) {
-	st, err := c.prepare(key, sql, each)
+//
+// ref (nil: none) counts the client statements the statement serves: it is
+// closed once none is left (see StmtRefs).
+func (c *Conn) Prepare(key, sql string, ref *StmtRef, each func(p []byte) error) (*Stmt, error) {
+	st, err := c.prepare(key, sql, ref, each)
 	var me *mysql.MyError
 	if errors.As(err, &me) && me.Code == mysql.ER_MAX_PREPARED_STMT_COUNT_REACHED && c.evictStmts() > 0 {
-		return c.prepare(key, sql, each)
+		return c.prepare(key, sql, ref, each)
 	}
 	return st, err
 }
@@ -89,7 +99,7 @@ func (c *Conn) evictStmts() int {
 	return n
 }
 
-func (c *Conn) prepare(key, sql string, each func(p []byte) error) (*Stmt, error) {
+func (c *Conn) prepare(key, sql string, ref *StmtRef, each func(p []byte) error) (*Stmt, error) {
 	c.makeRoom(key)
 	if err := c.pkt.WriteCommandString(mysql.COM_STMT_PREPARE, sql); err != nil {
 		return nil, c.lost(err)
@@ -112,6 +122,7 @@ func (c *Conn) prepare(key, sql string, each func(p []byte) error) (*Stmt, error
 		Cols:   int(binary.LittleEndian.Uint16(p[5:])),
 		Params: int(binary.LittleEndian.Uint16(p[7:])),
 		key:    key,
+		ref:    ref,
 	}
 	var werr error
 	if each != nil {

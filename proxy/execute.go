@@ -30,7 +30,7 @@ func (x *execution) run(n *backend.Node, sql string, params []int) error {
 		Send: func(bc *backend.Conn) error { return x.send(bc, sql, params) },
 		Opened: func(bc *backend.Conn) {
 			key := s.keyFor(st, sql)
-			if bs := bc.CachedStmt(key); bs != nil {
+			if bs := bc.CachedStmt(key, nil); bs != nil {
 				bs.Cursor = true
 				st.cursor, st.cursorSt = bc, bs
 				s.lease.CursorOpened()
@@ -61,10 +61,10 @@ func (x *execution) send(bc *backend.Conn, sql string, params []int) error {
 // if needed.
 func (x *execution) stmtOn(bc *backend.Conn, sql string) (*backend.Stmt, error) {
 	key := x.s.keyFor(x.st, sql)
-	if bs := bc.CachedStmt(key); bs != nil {
+	if bs := bc.CachedStmt(key, x.st.ref); bs != nil {
 		return bs, nil
 	}
-	return prepareOn(bc, x.st.db, key, sql)
+	return prepareOn(bc, x.st.db, key, sql, x.st.ref)
 }
 
 // write buffers the statement's long data and EXECUTE for bc's handle bs.
@@ -135,7 +135,7 @@ func (x *execution) sendLeg(l *engine.Leg) error {
 		handles[i] = bs
 	}
 	for i, sql := range l.Route.SQL {
-		if l.BC.CachedStmt(x.s.keyFor(x.st, sql)) != handles[i] {
+		if l.BC.CachedStmt(x.s.keyFor(x.st, sql), nil) != handles[i] {
 			return newErr(errNotSupported, "keyshard: stmt_cache_size %d is smaller than the %d sub-tables this statement runs on node %s",
 				x.s.snap.cfg.StmtCacheSize, len(l.Route.SQL), l.BC.Node())
 		}
@@ -154,7 +154,7 @@ func (x *execution) sendLeg(l *engine.Leg) error {
 
 // prepareOn prepares sql on bc in database db (the one current at the
 // client's PREPARE), restoring bc's database after.
-func prepareOn(bc *backend.Conn, db, key, sql string) (*backend.Stmt, error) {
+func prepareOn(bc *backend.Conn, db, key, sql string, ref *backend.StmtRef) (*backend.Stmt, error) {
 	cur := bc.DB()
 	if db != cur && db != "" {
 		if _, err := bc.Command(mysql.COM_INIT_DB, []byte(db)); err != nil {
@@ -162,7 +162,7 @@ func prepareOn(bc *backend.Conn, db, key, sql string) (*backend.Stmt, error) {
 		}
 		bc.SetDB(db)
 	}
-	bs, err := bc.Prepare(key, sql, nil)
+	bs, err := bc.Prepare(key, sql, ref, nil)
 	if db != cur && db != "" && !bc.Broken() && cur != "" {
 		if _, err2 := bc.Command(mysql.COM_INIT_DB, []byte(cur)); err2 != nil {
 			bc.MarkBroken()

@@ -54,7 +54,8 @@ type Server struct {
 	userConns sync.Map // user -> *atomic.Int64: open sessions (max_connections of user_list)
 
 	baseState *backend.State
-	states    sync.Map // collation id -> *backend.State
+	states    sync.Map           // collation id -> *backend.State
+	stmtRefs  *backend.StmtRefs // client statements per text, so the backend ones die with them
 
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -88,6 +89,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 		cs, coll = strings.ToLower(cfg.ProxyCharset), ""
 	}
 	s.baseState = backend.NewState(cs, coll)
+	s.stmtRefs = backend.NewStmtRefs()
 	s.states.Store(uint8(defaultCollationID), s.baseState)
 	s.digests = digest.New(cfg.DigestSize)
 	s.metrics = newMetrics(s)
@@ -170,6 +172,7 @@ func (s *Server) poolOptions(c *config.Config, n *config.NodeConfig) backend.Opt
 		User: n.User, Password: n.Password,
 		CollationID: defaultCollationID, Charset: s.baseState.Charset, Collation: s.baseState.Collation,
 		BaseState:      s.baseState,
+		Refs:           s.stmtRefs,
 		MaxConns:       n.MaxConnsLimit,
 		MinIdle:        c.PoolMinIdle,
 		WaitTimeout:    c.PoolWaitTimeout.D(),

@@ -79,6 +79,11 @@ type prepared struct {
 
 	cursor   *backend.Conn // connection holding the statement's open cursor
 	cursorSt *backend.Stmt // the backend statement there
+
+	// ref counts the statement among the client statements of its text:
+	// the backend statements prepared for it are closed when the last one
+	// is (backend.StmtRefs).
+	ref *backend.StmtRef
 }
 
 // stmtKey is the backend cache key of sql prepared with current database
@@ -118,8 +123,10 @@ func (s *Session) stmtPrepare(p []byte) error {
 		return s.fail(err)
 	}
 	st.id = s.nextStmt + 1
-	bs, err := s.eng.Prepare(node, st.read, s.keyFor(st, text), text, st.id)
+	st.ref = s.srv.stmtRefs.Hold(st.db + "\x00" + sql)
+	bs, err := s.eng.Prepare(node, st.read, s.keyFor(st, text), text, st.ref, st.id)
 	if err != nil {
+		s.srv.stmtRefs.Drop(st.ref)
 		s.lastStmt = 0
 		return err
 	}
@@ -269,6 +276,7 @@ func (s *Session) stmtCommand(p []byte) error {
 		}
 		_ = s.closeCursor(st)
 		delete(s.stmts, st.id)
+		s.srv.stmtRefs.Drop(st.ref)
 		s.srv.metrics.stmtsOpen.Dec()
 		return nil
 	}
@@ -284,6 +292,9 @@ func (st *prepared) clearLong() {
 // connection's reset.
 func (s *Session) forgetStmts() {
 	s.srv.metrics.stmtsOpen.Sub(float64(len(s.stmts)))
+	for _, st := range s.stmts {
+		s.srv.stmtRefs.Drop(st.ref)
+	}
 	s.stmts = nil
 	s.textStmts = nil
 }

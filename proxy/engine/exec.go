@@ -111,7 +111,7 @@ func (e *Engine) Fetch(bc *backend.Conn, p []byte, closed func()) error {
 // key, and relays the answer to the client with statement id id (the
 // client's, not the backend's). It returns the backend statement (its
 // parameter and column counts), or the error the client was sent.
-func (e *Engine) Prepare(n *backend.Node, read bool, key, text string, id uint32) (*backend.Stmt, error) {
+func (e *Engine) Prepare(n *backend.Node, read bool, key, text string, ref *backend.StmtRef, id uint32) (*backend.Stmt, error) {
 	p := Meta
 	if read {
 		p |= Read
@@ -123,7 +123,7 @@ func (e *Engine) Prepare(n *backend.Node, read bool, key, text string, id uint32
 	i, nparams, ncols := 0, 0, 0
 	status := e.Conns.Status() &^ PerStatementStatus
 	e.Trace.Running(bc)
-	bs, err := bc.Prepare(key, text, func(d []byte) error {
+	bs, err := bc.Prepare(key, text, ref, func(d []byte) error {
 		if i == 0 {
 			nparams = int(binary.LittleEndian.Uint16(d[7:]))
 			ncols = int(binary.LittleEndian.Uint16(d[5:]))

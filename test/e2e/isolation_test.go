@@ -598,3 +598,69 @@ func TestProgressReports(t *testing.T) {
 		t.Logf("progress %v: %d reports in %v", want, n, took)
 	}
 }
+
+// A statement the client closes is closed on the backend too (with the
+// connection's next command), as on the server: statements no client
+// holds do not count against the server-wide max_prepared_stmt_count.
+// One still held by another client stays.
+func TestClosedStatementsLeaveServer(t *testing.T) {
+	ctx := context.Background()
+	root := direct(t, basePort, "")
+	count := func() int {
+		var name string
+		var n int
+		if err := root.QueryRow("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	p := startProxy(t, strings.Replace(baseYAML("%ADDR%"), "max_conns_limit: 16", "max_conns_limit: 1", 1))
+	db := p.open(t, "ks:ks", "ks_test", "")
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other := p.open(t, "ks:ks", "ks_test", "")
+	kept, err := other.Prepare("SELECT ? + 100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	base := count()
+	var stmts []*sql.Stmt
+	for i := range 5 {
+		st, err := c.PrepareContext(ctx, fmt.Sprintf("SELECT ? + %d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v int
+		if err := st.QueryRowContext(ctx, 1).Scan(&v); err != nil || v != 1+i {
+			t.Fatalf("execute: %d, %v", v, err)
+		}
+		stmts = append(stmts, st)
+	}
+	// The statement "other" holds, executed here too, must stay.
+	var v int
+	if err := c.QueryRowContext(ctx, "SELECT 1").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != base+5 {
+		t.Fatalf("Prepared_stmt_count %d with 5 statements open, want %d", n, base+5)
+	}
+	for _, st := range stmts {
+		st.Close()
+	}
+	if err := c.QueryRowContext(ctx, "SELECT 1").Scan(&v); err != nil { // the closes go out with it
+		t.Fatal(err)
+	}
+	if n := count(); n != base {
+		t.Errorf("Prepared_stmt_count %d after the client closed its 5 statements, want %d", n, base)
+	}
+	if err := kept.QueryRow(2).Scan(&v); err != nil || v != 102 {
+		t.Errorf("the statement another client holds: %d, %v", v, err)
+	}
+	if n := count(); n != base {
+		t.Errorf("Prepared_stmt_count %d after executing the held statement, want %d", n, base)
+	}
+}
