@@ -54,7 +54,7 @@ type Server struct {
 	userConns sync.Map // user -> *atomic.Int64: open sessions (max_connections of user_list)
 
 	baseState *backend.State
-	states    sync.Map           // collation id -> *backend.State
+	states    sync.Map          // collation id -> *backend.State
 	stmtRefs  *backend.StmtRefs // client statements per text, so the backend ones die with them
 
 	ctx          context.Context

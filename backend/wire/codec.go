@@ -306,4 +306,6 @@ func lenEncInt(b []byte) (v uint64, isNull bool, n int) {
 // header with error code 0xffff, sent before the answer of a long
 // statement (ALTER TABLE, LOAD DATA...) to a client that negotiated
 // MARIADB_CLIENT_PROGRESS. It is not an error.
-func IsProgress(p []byte) bool { return len(p) >= 3 && p[0] == ErrHeader && p[1] == 0xff && p[2] == 0xff }
+func IsProgress(p []byte) bool {
+	return len(p) >= 3 && p[0] == ErrHeader && p[1] == 0xff && p[2] == 0xff
+}
