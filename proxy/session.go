@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -378,6 +380,16 @@ func (s *Session) query(p []byte) error {
 			return s.explainShard(rest)
 		}
 	}
+	if info.Flags&router.FlagMulti != 0 && info.Flags&router.FlagKill != 0 {
+		out, ok, err := s.killBatch(sql)
+		if err != nil {
+			return s.fail(err)
+		}
+		if ok {
+			s.lease.Stick(router.Sticky(info))
+			return s.eng.Forward(nil, nil, &out, &info)
+		}
+	}
 	switch info.Kind {
 	case router.KindKill:
 		return s.killStmt(sql[info.Start:])
@@ -462,28 +474,74 @@ func (s *Session) killStmt(stmt string) error {
 	return s.kill(uint32(id), queryOnly)
 }
 
-// kill ends another session (or only its running statement).
+// kill ends another session (or only its running statement), and
+// answers.
 func (s *Session) kill(id uint32, queryOnly bool) error {
-	v, ok := s.srv.sessions.Load(id)
-	if ok && v.(*Session).killed.Load() {
+	if err := s.killID(uint64(id), queryOnly); err != nil {
+		return s.fail(err)
+	}
+	return s.writeOK(0, 0)
+}
+
+// killID ends session id (or only its running statement); the error is
+// what KILL answers (nil: OK). Killing the session itself ends it after
+// the answer.
+func (s *Session) killID(id uint64, queryOnly bool) error {
+	v, ok := s.srv.sessions.Load(uint32(id))
+	if ok && (id > math.MaxUint32 || v.(*Session).killed.Load()) {
 		ok = false // killed and on its way out
 	}
 	if !ok {
-		return s.fail(newErr(errNoSuchThread, "Unknown thread id: %d", id))
+		return newErr(errNoSuchThread, "Unknown thread id: %d", id)
 	}
 	t := v.(*Session)
 	if t.user != s.user && !s.snap.cfg.IsAdmin(s.user) {
-		return s.fail(newErr(errNoSuchThread, "You are not owner of thread %d", id))
+		return &mysql.MyError{Code: mysql.ER_KILL_DENIED_ERROR, State: "HY000", Message: fmt.Sprintf("You are not owner of thread %d", id)}
 	}
 	if t == s {
 		if queryOnly {
-			return s.writeOK(0, 0)
+			return nil
 		}
 		s.killed.Store(true)
-		return s.fail(newErr(errKilled, "Connection was killed"))
+		return &mysql.MyError{Code: erConnectionKilled, State: "70100", Message: "Connection was killed"}
 	}
 	t.interrupt(!queryOnly)
-	return s.writeOK(0, 0)
+	return nil
+}
+
+// erConnectionKilled is MariaDB's ER_CONNECTION_KILLED.
+const erConnectionKilled = 1927
+
+// killBatch rewrites a multi-statement batch that holds KILL statements:
+// keyshard runs each KILL itself, since the thread ids clients see are
+// keyshard's (a backend would kill one of its own connections), and in
+// the batch puts in its place a statement the backend answers as the KILL
+// did: DO 0 for an OK, or SIGNAL with the KILL's error, where the batch
+// ends as it would on the server. ok is false when the batch holds no
+// KILL after all.
+func (s *Session) killBatch(sql string) (out string, ok bool, err error) {
+	kills, err := s.getParser().BatchKills(sql)
+	if err != nil {
+		return "", false, newErr(errNotSupported, "keyshard: this batch holds a KILL, which keyshard runs itself (the thread ids are keyshard's), "+
+			"but keyshard cannot parse the batch (%v); send the KILL on its own", err)
+	}
+	if len(kills) == 0 {
+		return "", false, nil
+	}
+	var b strings.Builder
+	pos := 0
+	for _, k := range kills {
+		b.WriteString(sql[pos:k.Start])
+		pos = k.End
+		if kerr := s.killID(k.ID, k.Query); kerr != nil {
+			me := toMySQL(kerr)
+			fmt.Fprintf(&b, "SIGNAL SQLSTATE '%s' SET MYSQL_ERRNO = %d, MESSAGE_TEXT = %s", me.State, me.Code, backend.Quote(me.Message))
+			return b.String(), true, nil // the batch ends there; the KILLs after it are not run
+		}
+		b.WriteString("DO 0")
+	}
+	b.WriteString(sql[pos:])
+	return b.String(), true, nil
 }
 
 // interrupt stops the running statement (KILL QUERY on its backend) and,

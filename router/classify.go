@@ -59,6 +59,9 @@ const (
 	// words are matched anywhere in the statement, so an unquoted column
 	// named, say, share only costs a read on the master.
 	FlagMasterOnly
+	// FlagKill: the word KILL appears (a batch may hold a KILL statement,
+	// which keyshard must run itself: see Parser.BatchKills).
+	FlagKill
 )
 
 // Info is the result of Classify.
@@ -202,6 +205,9 @@ func wordFlags(w string) Flags {
 	case 4:
 		if eqFold(w, "into") || eqFold(w, "next") {
 			return FlagMasterOnly
+		}
+		if eqFold(w, "kill") {
+			return FlagKill
 		}
 	case 5:
 		if eqFold(w, "share") {

@@ -25,7 +25,7 @@ func TestClassify(t *testing.T) {
 		{"ROLLBACK", KindRollback, 0},
 		{"lock tables t write", KindLockTables, 0},
 		{"UNLOCK TABLES", KindUnlockTables, 0},
-		{"kill query 5", KindKill, 0},
+		{"kill query 5", KindKill, FlagKill},
 		{"show tables", KindShow, 0},
 		{"create table t (a int)", KindDDL, 0},
 		{"CREATE TEMPORARY TABLE t (a int)", KindDDL, FlagTemporary},

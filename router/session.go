@@ -105,6 +105,47 @@ func (p *Parser) ParseSet(sql string) ([]SetItem, error) {
 	return items, nil
 }
 
+// Kill is a KILL statement of a multi-statement batch, at sql[Start:End].
+type Kill struct {
+	Start, End int
+	ID         uint64
+	Query      bool // KILL QUERY
+}
+
+// BatchKills parses a multi-statement batch and returns its KILL
+// statements with their places, in order.
+func (p *Parser) BatchKills(sql string) ([]Kill, error) {
+	stmts, err := p.Parse(sql)
+	if err != nil {
+		return nil, err
+	}
+	var out []Kill
+	pos := 0
+	for _, st := range stmts {
+		// Each statement's text is its piece of the batch, in order (with
+		// its ';', maybe not all the blanks before it).
+		text := st.Text()
+		i := strings.Index(sql[pos:], text)
+		if i < 0 {
+			return nil, fmt.Errorf("cannot place a statement in the batch")
+		}
+		start := pos + i
+		pos = start + len(text)
+		k, ok := st.(*ast.KillStmt)
+		if !ok {
+			continue
+		}
+		if k.Expr != nil || k.TiDBExtension {
+			return nil, fmt.Errorf("KILL takes a thread id")
+		}
+		text = strings.TrimRight(text, "; \t\r\n")
+		text = strings.TrimLeft(text, " \t\r\n")
+		start = strings.Index(sql[start:], text) + start
+		out = append(out, Kill{Start: start, End: start + len(text), ID: k.ConnectionID, Query: k.Query})
+	}
+	return out, nil
+}
+
 // constValue renders a SET value as an SQL literal when it is a constant:
 // a string or number, DEFAULT, or a bare word (ON, ANSI...), which the
 // server takes as a string. Anything else ("" returned) must be evaluated

@@ -1,6 +1,9 @@
 package router
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseSet(t *testing.T) {
 	p := NewParser()
@@ -78,5 +81,24 @@ func TestSetValues(t *testing.T) {
 				t.Errorf("%s: item %d = %+v, want value %q", sql, i, it, want[i])
 			}
 		}
+	}
+}
+
+func TestBatchKills(t *testing.T) {
+	p := NewParser()
+	sql := "SELECT 'kill 1'; KILL 5 ;\n/* c */ kill query 7; SELECT 2"
+	ks, err := p.BatchKills(sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ks) != 2 || sql[ks[0].Start:ks[0].End] != "KILL 5" || ks[0].ID != 5 || ks[0].Query ||
+		!strings.HasSuffix(sql[ks[1].Start:ks[1].End], "kill query 7") || ks[1].ID != 7 || !ks[1].Query {
+		t.Fatalf("BatchKills = %+v", ks)
+	}
+	if Classify(sql).Flags&FlagKill == 0 {
+		t.Error("Classify: no FlagKill")
+	}
+	if _, err := p.BatchKills("KILL 5; SELEC 1"); err == nil {
+		t.Error("an unparsable batch: want an error")
 	}
 }

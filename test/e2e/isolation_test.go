@@ -664,3 +664,62 @@ func TestClosedStatementsLeaveServer(t *testing.T) {
 		t.Errorf("Prepared_stmt_count %d after executing the held statement, want %d", n, base)
 	}
 }
+
+// KILL inside a multi-statement batch kills keyshard's session (its ids
+// are keyshard's) and the batch goes on, as on the server; a KILL that
+// fails ends the batch with the server's error, after what ran before it.
+func TestKillInBatch(t *testing.T) {
+	ctx := context.Background()
+	p := startProxy(t, baseYAML("%ADDR%"))
+	target, err := p.open(t, "ks:ks", "ks_test", "").Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	var id int64
+	if err := target.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	// results reads every result set of a batch: their first columns, and
+	// the error that ended it.
+	results := func(d *sql.DB, batch string) (got []string, err error) {
+		rows, err := d.QueryContext(ctx, batch)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for {
+			for rows.Next() {
+				var v string
+				if err := rows.Scan(&v); err != nil {
+					return got, err
+				}
+				got = append(got, v)
+			}
+			if !rows.NextResultSet() {
+				return got, rows.Err()
+			}
+		}
+	}
+	ks := p.open(t, "ks:ks", "ks_test", "multiStatements=true")
+	got, err := results(ks, fmt.Sprintf("SELECT 1; KILL QUERY %d; SELECT 2", id))
+	if err != nil || strings.Join(got, ",") != "1,2" {
+		t.Fatalf("KILL QUERY in a batch: %q, %v", got, err)
+	}
+	got, err = results(ks, fmt.Sprintf("SELECT 3; KILL %d; SELECT 4", id))
+	if err != nil || strings.Join(got, ",") != "3,4" {
+		t.Fatalf("KILL in a batch: %q, %v", got, err)
+	}
+	var one int
+	if err := target.QueryRowContext(ctx, "SELECT 1").Scan(&one); err == nil {
+		t.Error("the killed session still answers")
+	}
+	// A failing KILL ends the batch as on the server.
+	ref := direct(t, basePort, "ks_test?multiStatements=true")
+	for _, d := range []*sql.DB{ref, ks} {
+		got, err := results(d, "SELECT 5; KILL 4000000000; SELECT 6")
+		if strings.Join(got, ",") != "5" || myErrCode(err) != mysql.ER_NO_SUCH_THREAD {
+			t.Errorf("a failing KILL in a batch: %q, %v; want [5] and error 1094", got, err)
+		}
+	}
+}
