@@ -416,6 +416,11 @@ func (s *Session) query(p []byte) error {
 			return err
 		}
 	}
+	if info.Kind == router.KindShow && s.compression() != wire.CompressNone && isShowSessionStatus(sql[info.Start:]) {
+		// The backend connection is not compressed; the client's is.
+		s.eng.RowHook = compressionOn
+		defer func() { s.eng.RowHook = nil }()
+	}
 	if info.Flags&router.FlagSessionFunc != 0 && info.Flags&router.FlagMulti == 0 {
 		out, changed, err := s.getParser().RewriteSessionFuncs(sql, router.SessionValues{
 			LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.id})
@@ -428,6 +433,32 @@ func (s *Session) query(p []byte) error {
 		s.lease.SetLockTables(false)
 	}
 	return err
+}
+
+// isShowSessionStatus reports whether stmt is SHOW [SESSION | LOCAL]
+// STATUS ..., whose Compression row is the session's own.
+func isShowSessionStatus(stmt string) bool {
+	f := strings.Fields(stmt)
+	if len(f) < 2 || !strings.EqualFold(f[0], "show") {
+		return false
+	}
+	if strings.EqualFold(f[1], "session") || strings.EqualFold(f[1], "local") {
+		f = f[1:]
+	}
+	return len(f) >= 2 && (strings.EqualFold(f[1], "status") || strings.HasPrefix(strings.ToLower(f[1]), "status;"))
+}
+
+// compressionOn is the row hook for SHOW STATUS on a compressed client
+// connection: its Compression row says ON, whatever the backend's says.
+func compressionOn(row []byte) []byte {
+	name, _, n, err := wire.ReadLenEncString(row, 0)
+	if err != nil || string(name) != "Compression" {
+		return row
+	}
+	if _, _, end, err := wire.ReadLenEncString(row, n); err != nil || end != len(row) {
+		return row
+	}
+	return wire.AppendLenEncString(wire.AppendLenEncString(nil, "Compression"), "ON")
 }
 
 func (s *Session) getParser() *router.Parser {

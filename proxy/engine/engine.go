@@ -80,6 +80,11 @@ type Engine struct {
 	Nodes map[string]*backend.Node
 	// MaxMergeRows bounds the rows a merge holds (max_merge_rows).
 	MaxMergeRows int
+	// RowHook, when set, sees each text row relayed by Relay (one
+	// physical packet) and returns what the client gets instead: for the
+	// rare answer keyshard must correct (see the session's SHOW STATUS).
+	// Rows then go one packet at a time.
+	RowHook func(row []byte) []byte
 }
 
 // Fail writes err to the client and returns it.

@@ -252,7 +252,7 @@ func (e *Engine) copyRows(bc *backend.Conn, p []byte) (rowsEnd, error) {
 		rp := p
 		p = nil
 		if rp == nil {
-			if !cont {
+			if !cont && e.RowHook == nil {
 				// The rows already received, copied in one go.
 				n, err := bp.RelayRows(e.Client.pkt)
 				if err != nil {
@@ -282,6 +282,9 @@ func (e *Engine) copyRows(bc *backend.Conn, p []byte) (rowsEnd, error) {
 		}
 		end.rows++
 		cont = len(rp) == wire.MaxPayload
+		if e.RowHook != nil && !cont {
+			rp = e.RowHook(rp)
+		}
 		if err := e.Client.Raw(rp); err != nil {
 			return end, err
 		}

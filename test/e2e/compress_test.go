@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"database/sql"
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -243,4 +244,27 @@ func TestCompressZstd(t *testing.T) {
 func openAt(t *testing.T, addr, userPass, db, params string) *sql.DB {
 	t.Helper()
 	return (&testProxy{Addr: addr}).open(t, userPass, db, params)
+}
+
+// SHOW STATUS tells a compressed client Compression ON, as the server
+// does (the backend connection answering it is not compressed), and a
+// plain client OFF.
+func TestCompressionStatus(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	for _, c := range []struct {
+		params, want string
+	}{{"compress=true", "ON"}, {"", "OFF"}} {
+		for _, addr := range []string{fmt.Sprintf("127.0.0.1:%d", basePort), p.Addr} {
+			db := openAt(t, addr, "ks:ks", "ks_test", c.params)
+			for _, q := range []string{"SHOW SESSION STATUS LIKE 'Compression'", "show status where Variable_name = 'Compression'"} {
+				var name, v string
+				if err := db.QueryRow(q).Scan(&name, &v); err != nil {
+					t.Fatal(err)
+				}
+				if v != c.want {
+					t.Errorf("%s %q: %s = %s, want %s", addr, c.params, q, v, c.want)
+				}
+			}
+		}
+	}
 }
