@@ -114,7 +114,7 @@ func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 	p.newStatus.Store(1<<16 | uint32(c.Status))
 	c.lastUsed = time.Now()
 	c.state = p.baseState
-	c.multi = true
+	c.multi = c.caps&mysql.CLIENT_MULTI_STATEMENTS != 0
 	return c, nil
 }
 
@@ -178,7 +178,11 @@ func (c *Conn) handshake() error {
 	if serverCaps&mysql.CLIENT_PROTOCOL_41 == 0 {
 		return c.errorf(KindProtocol, nil, "server does not speak protocol 4.1")
 	}
-	c.caps = (clientCaps | c.flavor) & serverCaps
+	base := uint32(clientCaps)
+	if c.flavor&mysql.CLIENT_MULTI_RESULTS == 0 {
+		base &^= mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_MULTI_STATEMENTS
+	}
+	c.caps = (base | c.flavor) & serverCaps
 	// Bulk execution only enables a command: every connection may take
 	// it, whatever its client.
 	c.ext = (c.flavorExt | MariaDBBulkOperations) & serverExt

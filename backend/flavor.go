@@ -5,10 +5,15 @@ import "github.com/go-mysql-org/go-mysql/mysql"
 // FlavorCaps are the client capability flags that change how a server
 // answers and that a connection keeps for life: EOF packets or not
 // (CLIENT_DEPRECATE_EOF), matched or changed rows (CLIENT_FOUND_ROWS),
-// function names followed by a space (CLIENT_IGNORE_SPACE), and
-// interactive_timeout for wait_timeout (CLIENT_INTERACTIVE). A client is
-// served only by connections opened with its own.
-const FlavorCaps = mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_IGNORE_SPACE | mysql.CLIENT_INTERACTIVE
+// function names followed by a space (CLIENT_IGNORE_SPACE),
+// interactive_timeout for wait_timeout (CLIENT_INTERACTIVE), and whether a
+// CALL may answer with result sets (CLIENT_MULTI_RESULTS: without it the
+// server refuses such a procedure before running it; such a connection is
+// opened without CLIENT_MULTI_STATEMENTS, which implies it, and gets
+// multi-statements by COM_SET_OPTION when a fan-out needs them). A client
+// is served only by connections opened with its own.
+const FlavorCaps = mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_FOUND_ROWS | mysql.CLIENT_IGNORE_SPACE | mysql.CLIENT_INTERACTIVE |
+	mysql.CLIENT_MULTI_RESULTS
 
 // MariaDB's extended capabilities: a second capability word, in the
 // greeting's reserved bytes when the server is MariaDB (no CLIENT_MYSQL)
@@ -38,7 +43,7 @@ type Flavor struct {
 
 // DefaultFlavor is what the pools' warm connections are opened with: what
 // current drivers negotiate.
-var DefaultFlavor = Flavor{Caps: mysql.CLIENT_DEPRECATE_EOF}
+var DefaultFlavor = Flavor{Caps: mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_MULTI_RESULTS}
 
 // FlavorOf is the flavor a client with capabilities caps, extended
 // capabilities ext and current database db needs.

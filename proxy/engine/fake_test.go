@@ -363,7 +363,7 @@ func newEnv(t *testing.T, caps uint32, hs ...handler) *env {
 	// client. (TestForwardClassicFraming sets Caps to the client's, as the
 	// session does, with classic answers.)
 	en.lease = &Lease{Ctx: t.Context(), Vars: vars, Default: en.nodes["n1"], User: "app", Trace: en.tr,
-		Caps: caps | mysql.CLIENT_DEPRECATE_EOF}
+		Caps: caps | mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_MULTI_RESULTS}
 	en.lease.SetStatus(wire.StatusAutocommit)
 	en.srv, en.peer = net.Pipe()
 	cl := NewClient(wire.NewConn(en.srv, 4096, 4096), mapErr)
