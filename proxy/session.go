@@ -411,6 +411,16 @@ func (s *Session) query(p []byte) error {
 	if why := router.Sticky(info); why != "" {
 		s.lease.Stick(why)
 	}
+	if s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 && lookable(sql, info) {
+		if l := s.route.Look(s.getParser(), sql, s.vars.DB); l != nil {
+			return s.look(l, sql, info)
+		}
+		if info.Kind == router.KindShow {
+			if handled, err := s.explain(sql, info); handled {
+				return err
+			}
+		}
+	}
 	if s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 {
 		if handled, err := s.routed(p, sql, info); handled {
 			return err
@@ -433,6 +443,29 @@ func (s *Session) query(p []byte) error {
 		s.lease.SetLockTables(false)
 	}
 	return err
+}
+
+// lookable reports whether sql may look at a table's definition (SHOW,
+// DESCRIBE, EXPLAIN, a SELECT on information_schema): see router.Look.
+func lookable(sql string, info router.Info) bool {
+	switch info.Kind {
+	case router.KindShow:
+		return true
+	case router.KindSelect:
+		return containsFold(sql, "information_schema")
+	}
+	return false
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// in any case.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i]|0x20 == sub[0] && strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // isShowSessionStatus reports whether stmt is SHOW [SESSION | LOCAL]

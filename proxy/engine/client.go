@@ -186,6 +186,46 @@ func (c *Client) RelayEnd(rp []byte, warnings, status uint16) error {
 // ResultSet writes a small text result set made by keyshard itself
 // (every column a VARCHAR in utf8mb4), ended with status.
 func (c *Client) ResultSet(cols []string, rows [][]string, status uint16) error {
+	if err := c.resultCols(cols, status); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		b := c.buf[:0]
+		for _, v := range r {
+			b = wire.AppendLenEncString(b, v)
+		}
+		c.buf = b
+		if err := c.Packet(c.buf); err != nil {
+			return err
+		}
+	}
+	return c.ResultEnd(0, status)
+}
+
+// NullableResultSet is ResultSet with NULL values (nil).
+func (c *Client) NullableResultSet(cols []string, rows [][]*string, status uint16) error {
+	if err := c.resultCols(cols, status); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		b := c.buf[:0]
+		for _, v := range r {
+			if v == nil {
+				b = append(b, 0xfb)
+			} else {
+				b = wire.AppendLenEncString(b, *v)
+			}
+		}
+		c.buf = b
+		if err := c.Packet(c.buf); err != nil {
+			return err
+		}
+	}
+	return c.ResultEnd(0, status)
+}
+
+// resultCols writes the column count and definitions of ResultSet.
+func (c *Client) resultCols(cols []string, status uint16) error {
 	c.buf = mysql.AppendLengthEncodedInteger(c.buf[:0], uint64(len(cols)))
 	if err := c.Packet(c.buf); err != nil {
 		return err
@@ -209,18 +249,5 @@ func (c *Client) ResultSet(cols []string, rows [][]string, status uint16) error 
 			return err
 		}
 	}
-	if err := c.ColsEnd(0, status); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		b := c.buf[:0]
-		for _, v := range r {
-			b = wire.AppendLenEncString(b, v)
-		}
-		c.buf = b
-		if err := c.Packet(c.buf); err != nil {
-			return err
-		}
-	}
-	return c.ResultEnd(0, status)
+	return c.ColsEnd(0, status)
 }

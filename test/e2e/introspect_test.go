@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// allRows returns every row of q as text (NULL as "NULL"), each row's
+// values joined by "|".
+func allRows(t *testing.T, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(cols))
+		for i, v := range vals {
+			parts[i] = "NULL"
+			if v.Valid {
+				parts[i] = v.String
+			}
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A sharded table answers the statements that look at a table as one
+// table under its own name, exactly as a plain table with the same
+// definition answers them; the table lists show it in place of its
+// sub-tables.
+func TestShardIntrospection(t *testing.T) {
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	const def = "(id BIGINT NOT NULL, name VARCHAR(32) DEFAULT 'x' COMMENT 'who', n INT, PRIMARY KEY (id), KEY by_name (name, n)) ENGINE=InnoDB"
+	mustExec(t, db, "CREATE TABLE sh_user "+def)
+	mustExec(t, db, "CREATE TABLE plain_user "+def)
+	for i := range 10 {
+		mustExec(t, db, fmt.Sprintf("INSERT INTO sh_user (id, name, n) VALUES (%d, 'u%d', %d)", i, i, i))
+	}
+	// mask leaves out column i (SHOW INDEX's Cardinality: an estimate,
+	// of the first sub-table's rows alone).
+	mask := func(rows []string, i int) []string {
+		for r := range rows {
+			f := strings.Split(rows[r], "|")
+			f[i] = "-"
+			rows[r] = strings.Join(f, "|")
+		}
+		return rows
+	}
+	same := func(q string) {
+		t.Helper()
+		got := allRows(t, db, fmt.Sprintf(q, "sh_user"))
+		want := allRows(t, db, fmt.Sprintf(q, "plain_user"))
+		for i := range want {
+			want[i] = strings.ReplaceAll(want[i], "plain_user", "sh_user")
+		}
+		if strings.HasPrefix(q, "SHOW INDEX") || strings.HasPrefix(q, "SHOW KEYS") {
+			got, want = mask(got, 6), mask(want, 6)
+		}
+		if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s:\n%s\nwant (as a plain table):\n%s", fmt.Sprintf(q, "sh_user"), strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	same("SHOW CREATE TABLE %s")
+	same("SHOW CREATE TABLE shard_e2e.%s")
+	same("DESCRIBE %s")
+	same("DESC %s name")
+	same("SHOW FULL COLUMNS FROM %s FROM shard_e2e")
+	same("SHOW COLUMNS FROM %s LIKE 'n%%'")
+	same("SHOW INDEX FROM %s")
+	same("SHOW KEYS IN %s WHERE Key_name = 'by_name'")
+	same("SELECT column_name, column_type, is_nullable, column_key, column_default, column_comment FROM information_schema.columns " +
+		"WHERE table_schema = 'shard_e2e' AND table_name = '%s' ORDER BY ordinal_position")
+	same("SELECT table_name, index_name, column_name, seq_in_index FROM information_schema.statistics " +
+		"WHERE table_schema = DATABASE() AND table_name = '%s' ORDER BY index_name, seq_in_index")
+	same("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'shard_e2e' AND table_name = '%s' AND table_type = 'BASE TABLE'")
+
+	tables := allRows(t, db, "SHOW TABLES")
+	if !slices.Equal(tables, []string{"plain_user", "sh_user"}) {
+		t.Errorf("SHOW TABLES = %q, want the logical tables only", tables)
+	}
+	if got := allRows(t, db, "SHOW FULL TABLES FROM shard_e2e LIKE 'sh\\_%'"); !slices.Equal(got, []string{"sh_user|BASE TABLE"}) {
+		t.Errorf("SHOW FULL TABLES LIKE: %q", got)
+	}
+	if got := allRows(t, db, "SHOW TABLES WHERE Tables_in_shard_e2e LIKE '%user' AND Tables_in_shard_e2e <> 'plain_user'"); !slices.Equal(got, []string{"sh_user"}) {
+		t.Errorf("SHOW TABLES WHERE: %q", got)
+	}
+	// TABLE STATUS: one row under the logical name, rows and sizes summed
+	// over the sub-tables as their nodes report them.
+	var wantRows, wantData int64
+	for i := range 8 {
+		port := basePort
+		if i >= 4 {
+			port = basePort + 1
+		}
+		var r, d int64
+		if err := direct(t, port, "shard_e2e").QueryRow(fmt.Sprintf(
+			"SELECT table_rows, data_length FROM information_schema.tables WHERE table_schema = 'shard_e2e' AND table_name = 'sh_user_%04d'", i)).Scan(&r, &d); err != nil {
+			t.Fatal(err)
+		}
+		wantRows, wantData = wantRows+r, wantData+d
+	}
+	st := allRows(t, db, "SHOW TABLE STATUS LIKE 'sh_user'")
+	if len(st) != 1 {
+		t.Fatalf("SHOW TABLE STATUS LIKE 'sh_user': %q", st)
+	}
+	f := strings.Split(st[0], "|")
+	if f[0] != "sh_user" || f[1] != "InnoDB" || f[4] != fmt.Sprint(wantRows) || f[6] != fmt.Sprint(wantData) {
+		t.Errorf("SHOW TABLE STATUS: %q, want sh_user, InnoDB, rows %d, data %d", st[0], wantRows, wantData)
+	}
+	all := allRows(t, db, "SHOW TABLE STATUS")
+	if len(all) != 2 || !strings.HasPrefix(all[0], "plain_user|") || !strings.HasPrefix(all[1], "sh_user|") {
+		t.Errorf("SHOW TABLE STATUS: %q", all)
+	}
+	// EXPLAIN runs where the statement would, under the logical name.
+	ex := allRows(t, db, "EXPLAIN SELECT * FROM sh_user WHERE id = 5")
+	if len(ex) != 1 || strings.Split(ex[0], "|")[2] != "sh_user" {
+		t.Errorf("EXPLAIN: %q", ex)
+	}
+}
