@@ -131,6 +131,9 @@ func toMySQL(err error) *mysql.MyError {
 		msg = "keyshard: " + msg
 	case errors.As(err, &re):
 		code = mysql.ER_NOT_SUPPORTED_YET
+		if re.Code != 0 {
+			code = re.Code
+		}
 		if re.Parse {
 			code = mysql.ER_PARSE_ERROR
 		}

@@ -37,7 +37,9 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	if !router.Routed(info.Kind) {
 		return false, nil
 	}
-	if n, ok := s.hintNode(sql[:info.Start]); ok {
+	if n, ok, err := s.hintNode(sql[:info.Start]); err != nil {
+		return true, s.fail(err)
+	} else if ok {
 		return true, s.eng.Forward(n, p, nil, &info)
 	}
 	var pl *router.Plan
@@ -81,28 +83,49 @@ func leadingComments(sql string, info router.Info) string {
 	return router.LeadingComments(sql[:info.Start])
 }
 
-// hintNode reads a kingshard node hint, /*node2*/, in front of a statement.
-// /*master*/ is accepted and changes nothing yet: every statement goes to
-// a master.
-func (s *Session) hintNode(lead string) (*backend.Node, bool) {
+// hintNode reads a kingshard node hint, /*node2*/, in front of a
+// statement: a comment that is one word naming a configured node, or of
+// the form nodeN. A hint naming a node that is not in the user's schema
+// is an error (the statement must not run elsewhere).
+func (s *Session) hintNode(lead string) (*backend.Node, bool, error) {
 	lead = strings.TrimSpace(lead)
 	if !strings.HasPrefix(lead, "/*") {
-		return nil, false
+		return nil, false, nil
 	}
 	end := strings.Index(lead, "*/")
 	if end < 0 {
-		return nil, false
+		return nil, false, nil
 	}
 	name := strings.TrimSpace(lead[2:end])
-	if name == "" || s.schema == nil {
-		return nil, false
+	if name == "" || s.schema == nil || strings.ContainsAny(name, " \t\n\r") {
+		return nil, false, nil
 	}
 	for _, n := range s.schema.Nodes {
 		if n == name {
-			return s.snap.nodes[n], true
+			return s.snap.nodes[n], true, nil
 		}
 	}
-	return nil, false
+	_, configured := s.snap.nodes[name]
+	if configured || isNodeN(name) {
+		return nil, false, newErr(errNotSupported, "keyshard: hint /*%s*/ names no node of this user's schema (nodes: %s); the statement was not run",
+			name, strings.Join(s.schema.Nodes, ", "))
+	}
+	return nil, false, nil
+}
+
+// isNodeN reports whether a hint word has kingshard's node name form,
+// "node" and digits.
+func isNodeN(w string) bool {
+	rest, ok := strings.CutPrefix(strings.ToLower(w), "node")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // explainShard answers EXPLAIN SHARD <statement> with the node, sub-table
@@ -114,7 +137,9 @@ func (s *Session) explainShard(stmt string) error {
 	}
 	info := router.Classify(stmt)
 	var rows [][]string
-	if n, ok := s.hintNode(stmt[:info.Start]); ok {
+	if n, ok, err := s.hintNode(stmt[:info.Start]); err != nil {
+		return s.fail(err)
+	} else if ok {
 		rows = append(rows, []string{n.Name, "", stmt})
 	} else {
 		pl, lits, err := s.route.Plan(s.getParser(), stmt, s.vars.DB, info.Kind)

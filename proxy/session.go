@@ -406,6 +406,9 @@ func (s *Session) query(p []byte) error {
 			return s.set(p, sql)
 		}
 	case router.KindLockTables:
+		if info.Flags&router.FlagMulti == 0 {
+			return s.lockTables(p, sql, info)
+		}
 		s.lease.SetLockTables(true)
 	}
 	if why := router.Sticky(info); why != "" {
@@ -492,6 +495,24 @@ func compressionOn(row []byte) []byte {
 		return row
 	}
 	return wire.AppendLenEncString(wire.AppendLenEncString(nil, "Compression"), "ON")
+}
+
+// lockTables runs LOCK TABLES: its connection is pinned while the locks
+// are held; a LOCK TABLES that fails holds none (the server released the
+// earlier ones too), and one naming a sharded table is refused.
+func (s *Session) lockTables(p []byte, sql string, info router.Info) error {
+	if s.route != nil && s.route.Sharded() {
+		if name := s.route.MentionsSharded(sql); name != "" {
+			return s.fail(newErr(errNotSupported, "keyshard: LOCK TABLES of sharded table %s is not supported: its sub-tables are on "+
+				"several nodes (nothing was locked)", name))
+		}
+	}
+	s.lease.SetLockTables(true)
+	return s.eng.ForwardThen(nil, p, nil, &info, func(_ *backend.Conn, res engine.Result) {
+		if res.Err != nil {
+			s.lease.SetLockTables(false)
+		}
+	})
 }
 
 func (s *Session) getParser() *router.Parser {

@@ -152,9 +152,15 @@ func (s *Session) planStmt(st *prepared, info router.Info, hints bool) (*backend
 		return nil, st.sql, nil
 	}
 	sql := st.sql
-	if n, ok := s.hintNode(sql[:info.Start]); ok && hints {
-		st.node = n
-		return n, sql, nil
+	if hints {
+		n, ok, err := s.hintNode(sql[:info.Start])
+		if err != nil {
+			return nil, "", err
+		}
+		if ok {
+			st.node = n
+			return n, sql, nil
+		}
 	}
 	if !router.Routed(info.Kind) {
 		return nil, sql, nil

@@ -183,7 +183,9 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 	}
 	if len(subs) == 0 {
 		if p.Stmt == KindInsert || p.Stmt == KindReplace {
-			return errorf("no sub-table of %s holds this shard key", t.Table)
+			e := errorf("no sub-table of %s holds this shard key", t.Table)
+			e.Code = erNoPartitionForValue
+			return e
 		}
 		// Nothing can match; one sub-table gives the right empty answer.
 		subs = []int{0}
@@ -271,7 +273,11 @@ func (rt *Routing) limitArg(e *Expr) (int64, error) {
 }
 
 func keyErr(t *TableRule, err error) error {
-	return errorf("shard key %s of %s: %v", t.Key, t.Table, err)
+	e := errorf("shard key %s of %s: %v", t.Key, t.Table, err)
+	if errors.Is(err, shard.ErrKeyOutOfRange) {
+		e.Code = erNoPartitionForValue // as MariaDB for a value no partition holds
+	}
+	return e
 }
 
 func (rt *Routing) add(node, sub, sql string, params []int) {

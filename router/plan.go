@@ -49,8 +49,14 @@ func (p *Plan) Tables() []*TableRule { return p.tables }
 // proxy maps it to ER_NOT_SUPPORTED_YET or, with Parse set, ER_PARSE_ERROR.
 type Error struct {
 	Msg   string
-	Parse bool // the parser rejected the statement
+	Parse bool   // the parser rejected the statement
+	Code  uint16 // the errno, when not one of those (0)
 }
+
+// erNoPartitionForValue is ER_NO_PARTITION_FOR_GIVEN_VALUE: what MariaDB
+// answers for a row no partition holds, and keyshard for a row no
+// sub-table of a range or date rule holds.
+const erNoPartitionForValue = 1526
 
 func (e *Error) Error() string { return e.Msg }
 
@@ -666,11 +672,48 @@ func (v *renamer) qualifier(schema ast.CIStr, table *ast.CIStr) {
 }
 
 // buildDDL plans DDL on a sharded table: run on every sub-table.
+// ddlRule is the shard rule of table tn of a DDL statement, or nil.
+func (b *builder) ddlRule(tn *ast.TableName) *TableRule {
+	db := tn.Schema.L
+	if db == "" {
+		db = b.db
+	}
+	return b.s.Table(db, tn.Name.L)
+}
+
+// tableNames collects the tables a statement names.
+type tableNames struct{ names []*ast.TableName }
+
+func (v *tableNames) Enter(n ast.Node) (ast.Node, bool) {
+	if tn, ok := n.(*ast.TableName); ok {
+		v.names = append(v.names, tn)
+	}
+	return n, false
+}
+
+func (v *tableNames) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
 func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 	var names []*ast.TableName
 	switch st := stmt.(type) {
 	case *ast.CreateTableStmt:
 		names = []*ast.TableName{st.Table}
+		if st.ReferTable != nil {
+			if r := b.ddlRule(st.ReferTable); r != nil {
+				return nil, errorf("CREATE TABLE ... LIKE sharded table %s is not supported: it is not one table on one node "+
+					"(SHOW CREATE TABLE %s gives its definition)", r.Table, r.Table)
+			}
+		}
+		if st.Select != nil {
+			v := &tableNames{}
+			st.Select.Accept(v)
+			for _, tn := range append(v.names, st.Table) {
+				if r := b.ddlRule(tn); r != nil {
+					return nil, errorf("CREATE TABLE ... SELECT with sharded table %s is not supported: its rows are in sub-tables "+
+						"on several nodes; create the table, then copy the rows", r.Table)
+				}
+			}
+		}
 	case *ast.AlterTableStmt:
 		names = []*ast.TableName{st.Table}
 	case *ast.DropTableStmt:
@@ -683,7 +726,12 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 		names = []*ast.TableName{st.Table}
 	case *ast.RenameTableStmt:
 		for _, t := range st.TableToTables {
-			names = append(names, t.OldTable, t.NewTable)
+			for _, tn := range []*ast.TableName{t.OldTable, t.NewTable} {
+				if r := b.ddlRule(tn); r != nil {
+					return nil, errorf("RENAME TABLE of sharded table %s is not supported: its sub-tables and its shard rule "+
+						"keep their names (rename them and the rule together, then reload)", r.Table)
+				}
+			}
 		}
 	}
 	var hit *tableRef
@@ -701,9 +749,6 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 	}
 	if hit == nil {
 		return b.plan, nil
-	}
-	if _, ok := stmt.(*ast.RenameTableStmt); ok {
-		return nil, errorf("RENAME TABLE of sharded table %s is not supported", hit.rule.Table)
 	}
 	b.refs = []*tableRef{hit}
 	b.plan.Kind = PlanSharded

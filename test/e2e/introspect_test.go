@@ -138,3 +138,40 @@ func TestShardIntrospection(t *testing.T) {
 		t.Errorf("EXPLAIN: %q", ex)
 	}
 }
+
+// What a sharded layout cannot do is refused with 1235 and the reason,
+// never a misleading 1146, and leaves the session as it was.
+func TestShardRefusals(t *testing.T) {
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	db.SetMaxOpenConns(1)
+	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
+	mustExec(t, db, "CREATE TABLE plain (id INT)")
+	for _, c := range []struct{ sql, want string }{
+		{"LOCK TABLES sh_user WRITE", "LOCK TABLES of sharded table sh_user"},
+		{"LOCK TABLES plain READ, sh_user READ", "LOCK TABLES of sharded table sh_user"},
+		{"CREATE TABLE copy AS SELECT * FROM sh_user", "CREATE TABLE ... SELECT with sharded table sh_user"},
+		{"CREATE TABLE copy LIKE sh_user", "CREATE TABLE ... LIKE sharded table sh_user"},
+		{"RENAME TABLE sh_user TO sh_people", "RENAME TABLE of sharded table sh_user"},
+		{"/*node9*/ SELECT * FROM sh_user WHERE id = 1", "hint /*node9*/ names no node"},
+	} {
+		_, err := db.Exec(c.sql)
+		wantErrContains(t, c.sql, err, 1235, c.want)
+	}
+	// A LOCK TABLES that fails holds nothing: a statement over both nodes
+	// still runs.
+	if _, err := db.Exec("LOCK TABLES no_such_table WRITE"); myErrCode(err) != 1146 {
+		t.Fatalf("LOCK TABLES of a missing table: %v", err)
+	}
+	mustExec(t, db, "INSERT INTO sh_user (id, name) VALUES (1, 'a'), (6, 'b')")
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM sh_user").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("after a failed LOCK TABLES: %d, %v", n, err)
+	}
+	// A plain LOCK TABLES works and ties the session to its node until
+	// UNLOCK TABLES.
+	mustExec(t, db, "LOCK TABLES plain WRITE")
+	mustExec(t, db, "INSERT INTO plain VALUES (1)")
+	mustExec(t, db, "UNLOCK TABLES")
+}

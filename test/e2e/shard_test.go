@@ -286,7 +286,7 @@ func TestShardRouting(t *testing.T) {
 		t.Fatalf("range scan: %v", got)
 	}
 	_, err = db.Exec("INSERT INTO sh_log (id, msg) VALUES (400, 'x')")
-	wantErrContains(t, "past the last range", err, 1235, "out of range")
+	wantErrContains(t, "past the last range", err, 1526, "out of range") // as MariaDB for a value no partition holds
 	mustExec(t, db, "CREATE TABLE sh_ev (ts DATETIME, v INT)")
 	mustExec(t, db, "INSERT INTO sh_ev (ts, v) VALUES ('2015-01-15 10:00:00', 1), ('2015-04-01', 2)")
 	if got := subTableRows2(t, basePort+1, "sh_ev_201504", "v"); strings.Join(got, ",") != "2" {
