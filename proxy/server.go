@@ -121,11 +121,7 @@ func buildRoutes(cfg *config.Config, old *snapshot) (map[string]*router.Schema, 
 	cfgs := map[string]router.SchemaConfig{}
 	for i := range cfg.SchemaList {
 		sc := &cfg.SchemaList[i]
-		rc := router.SchemaConfig{Default: sc.Default, Nodes: sc.Nodes}
-		for j := range sc.ShardRule {
-			r := &sc.ShardRule[j]
-			rc.Tables = append(rc.Tables, router.TableConfig{DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes, Shard: r.ShardRule()})
-		}
+		rc := routeConfig(sc)
 		cfgs[sc.User] = rc
 		if old != nil {
 			if prev, ok := old.routeCfgs[sc.User]; ok && reflect.DeepEqual(prev, rc) {
@@ -140,6 +136,16 @@ func buildRoutes(cfg *config.Config, old *snapshot) (map[string]*router.Schema, 
 		out[sc.User] = rs
 	}
 	return out, cfgs, nil
+}
+
+// routeConfig is what the router compiles from a schema_list entry.
+func routeConfig(sc *config.SchemaConfig) router.SchemaConfig {
+	rc := router.SchemaConfig{Default: sc.Default, Nodes: sc.Nodes}
+	for j := range sc.ShardRule {
+		r := &sc.ShardRule[j]
+		rc.Tables = append(rc.Tables, router.TableConfig{DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes, Shard: r.ShardRule()})
+	}
+	return rc
 }
 
 func boolOr(p *bool, def bool) bool {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/keyshard/keyshard/backend"
@@ -113,10 +114,43 @@ var restartKeys = []struct {
 // statements in flight finish, then their pools close. The SQL blacklist
 // is read again from blacklist_sql_file. It returns warnings for settings
 // that need a restart.
-func (s *Server) Reload(cfg *config.Config) ([]string, error) {
+//
+// A config that changes where the rows of an existing sharded table are
+// looked for (its key, type, nodes, sub-tables, limits) is refused with a
+// *PlacementError unless force is set: rows already written would look
+// lost.
+func (s *Server) Reload(cfg *config.Config, force bool) ([]string, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	return s.reloadLocked(cfg, nil)
+	return s.reloadLocked(cfg, nil, force)
+}
+
+// PlacementError refuses a config that would move existing rows out of
+// reach (see Reload).
+type PlacementError struct{ Changes []string }
+
+func (e *PlacementError) Error() string {
+	return "keyshard: the new config changes where the rows of existing sharded tables are looked for, and was not applied: " +
+		strings.Join(e.Changes, "; ") + ". Rows already written would be looked for in other sub-tables and seem lost. " +
+		"Move them first, then apply the config deliberately: ADMIN RELOAD FORCE, or PUT /api/v1/proxy/config/reload?force=1 " +
+		"(a SIGHUP or the file watcher never forces)"
+}
+
+// placementChanges describes how cfg would move the rows of the sharded
+// tables of old (router.PlacementChanges), user by user.
+func placementChanges(old *snapshot, cfg *config.Config) []string {
+	var out []string
+	for i := range cfg.SchemaList {
+		sc := &cfg.SchemaList[i]
+		prev, ok := old.routeCfgs[sc.User]
+		if !ok {
+			continue
+		}
+		for _, c := range router.PlacementChanges(prev, routeConfig(sc)) {
+			out = append(out, "user "+sc.User+", "+c)
+		}
+	}
+	return out
 }
 
 // Change applies edit to a copy of the running config, validates the
@@ -133,15 +167,26 @@ func (s *Server) Change(edit func(*config.Config) error) error {
 	if err := cfg.Validate(); err != nil {
 		return adminArg("keyshard: the change would make the config invalid, nothing changed: %v", err)
 	}
-	_, err := s.reloadLocked(cfg, s.black.Load())
+	_, err := s.reloadLocked(cfg, s.black.Load(), false)
 	return err
 }
 
 // reloadLocked applies cfg with the SQL blacklist black (nil: read from
 // blacklist_sql_file).
-func (s *Server) reloadLocked(cfg *config.Config, black *blacklist) ([]string, error) {
+func (s *Server) reloadLocked(cfg *config.Config, black *blacklist, force bool) ([]string, error) {
 	if s.shuttingDown.Load() {
 		return nil, ErrServerClosed
+	}
+	old := s.snap.Load()
+	if changes := placementChanges(old, cfg); len(changes) > 0 {
+		if !force {
+			s.reloadErrors.Add(1)
+			err := &PlacementError{Changes: changes}
+			s.log.Warn("config not applied; the running config is unchanged", zap.String("source", cfg.Source()), zap.Error(err))
+			return nil, err
+		}
+		s.log.Warn("config forced: existing rows of sharded tables may now be looked for elsewhere",
+			zap.String("source", cfg.Source()), zap.Strings("changes", changes))
 	}
 	var err error
 	if black == nil {
@@ -150,7 +195,6 @@ func (s *Server) reloadLocked(cfg *config.Config, black *blacklist) ([]string, e
 			return nil, fmt.Errorf("blacklist_sql_file: %w", err)
 		}
 	}
-	old := s.snap.Load()
 	snap, gone, err := s.buildSnapshot(cfg, old)
 	if err != nil {
 		s.reloadErrors.Add(1)
@@ -179,7 +223,8 @@ func (s *Server) reloadLocked(cfg *config.Config, black *blacklist) ([]string, e
 
 // ReloadFile reads, parses and validates the config file the running
 // config came from, and reloads it. An invalid file changes nothing.
-func (s *Server) ReloadFile() ([]string, error) {
+// force applies a config that moves existing rows (see Reload).
+func (s *Server) ReloadFile(force bool) ([]string, error) {
 	path := s.Config().Source()
 	cfg, warnings, err := config.Load(path)
 	if err != nil {
@@ -187,7 +232,7 @@ func (s *Server) ReloadFile() ([]string, error) {
 		s.log.Warn("config reload failed; the running config is unchanged", zap.String("source", path), zap.Error(err))
 		return warnings, err
 	}
-	more, err := s.Reload(cfg)
+	more, err := s.Reload(cfg, force)
 	return append(warnings, more...), err
 }
 
@@ -243,7 +288,7 @@ func (s *Server) watchConfig(lastSum string) {
 		}
 		lastSum = sum
 		s.log.Info("config file changed; reloading", zap.String("source", path))
-		_, _ = s.ReloadFile()
+		_, _ = s.ReloadFile(false)
 	}
 }
 

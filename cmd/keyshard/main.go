@@ -126,7 +126,7 @@ func run(args []string) int {
 		case sig := <-sigc:
 			if sig == syscall.SIGHUP {
 				log.Info("SIGHUP: reloading the config", zap.String("source", *cfgPath))
-				if warnings, err := srv.ReloadFile(); err == nil {
+				if warnings, err := srv.ReloadFile(false); err == nil {
 					for _, w := range warnings {
 						log.Warn("config: " + w)
 					}

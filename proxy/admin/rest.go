@@ -180,8 +180,9 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		return nil, nil
 	})
 	h("PUT /api/v1/proxy/config/save", func(*http.Request) (any, error) { return nil, srv.SaveConfig() })
-	h("PUT /api/v1/proxy/config/reload", func(*http.Request) (any, error) {
-		warnings, err := reload(srv)
+	h("PUT /api/v1/proxy/config/reload", func(r *http.Request) (any, error) {
+		force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
+		warnings, err := reload(srv, force)
 		if err != nil {
 			return nil, err
 		}

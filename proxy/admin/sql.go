@@ -114,10 +114,19 @@ func parse(sql string) (command, bool, error) {
 		}
 		return command{region: "help"}, true, nil
 	case "reload":
-		if len(toks) > 3 || len(toks) == 3 && !strings.EqualFold(toks[2].text, "config") {
-			return command{}, true, syntaxErr("want ADMIN RELOAD [CONFIG]")
+		// ADMIN RELOAD [CONFIG] [FORCE]
+		rest := toks[2:]
+		if len(rest) > 0 && strings.EqualFold(rest[0].text, "config") {
+			rest = rest[1:]
 		}
-		return command{region: "server", vals: []string{"reload", "proxy", "config"}}, true, nil
+		what := "config"
+		if len(rest) == 1 && strings.EqualFold(rest[0].text, "force") {
+			what, rest = "force", nil
+		}
+		if len(rest) > 0 {
+			return command{}, true, syntaxErr("want ADMIN RELOAD [CONFIG] [FORCE]")
+		}
+		return command{region: "server", vals: []string{"reload", "proxy", what}}, true, nil
 	case "reset":
 		if len(toks) != 3 || !strings.EqualFold(toks[2].text, "digests") {
 			return command{}, true, syntaxErr("want ADMIN RESET DIGESTS")
@@ -302,10 +311,11 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 		srv.ResetDigests()
 		return nil, nil
 	case "reload":
-		if k != "proxy" || strings.ToLower(v) != "config" {
-			return nil, argErr("admin server: reload takes ('reload','proxy','config')")
+		force := strings.EqualFold(v, "force")
+		if k != "proxy" || !force && !strings.EqualFold(v, "config") {
+			return nil, argErr("admin server: reload takes ('reload','proxy','config') or ('reload','proxy','force')")
 		}
-		warnings, err := reload(srv)
+		warnings, err := reload(srv, force)
 		if err != nil {
 			return nil, err
 		}
@@ -318,9 +328,10 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 	return nil, argErr("admin server: unknown opt %q: want show, change, add, del, save, reload or reset", c.vals[0])
 }
 
-// reload reloads the config file; a failure is a bad argument (the file).
-func reload(srv *proxy.Server) ([]string, error) {
-	warnings, err := srv.ReloadFile()
+// reload reloads the config file (force: even if it moves existing rows,
+// see proxy.Server.Reload); a failure is a bad argument (the file).
+func reload(srv *proxy.Server, force bool) ([]string, error) {
+	warnings, err := srv.ReloadFile(force)
 	if err != nil {
 		return nil, argErr("config reload failed, the running config is unchanged: %v", err)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/keyshard/keyshard/proxy"
 )
 
 // reloadYAML is a sharded schema on node1 and node2 whose table rl_t gets
@@ -105,13 +108,14 @@ func TestReloadUnderSysbench(t *testing.T) {
 			maxConns = 31 - maxConns // node1 rebuilt: its old pool drains under load
 		}
 		write(reloadYAML(dbName, extra, locs, maxConns))
-		if _, err := p.Srv.ReloadFile(); err != nil {
+		// A change of rl_t's locations moves its rows: it must be forced.
+		if _, err := p.Srv.ReloadFile(i%4 == 2); err != nil {
 			reloadErrs = append(reloadErrs, fmt.Sprintf("reload %d: %v", i, err))
 		}
 		if i == 10 {
 			before := p.Srv.Config()
 			write(strings.Replace(reloadYAML(dbName, extra, locs, maxConns), "default: node1", "default: nodeX", 1))
-			_, err := p.Srv.ReloadFile()
+			_, err := p.Srv.ReloadFile(false)
 			if err == nil || !strings.Contains(err.Error(), "nodeX") {
 				t.Errorf("invalid file: %v, want an error naming nodeX", err)
 			}
@@ -266,5 +270,73 @@ func TestReloadKeepsAdminDownFollowsMaster(t *testing.T) {
 	mustExec(t, root, "admin reload")
 	if r := state("node2"); r[1] != fmt.Sprintf("127.0.0.1:%d", basePort) || r[3] != "up" {
 		t.Errorf("node2 after its master moved: %v", r)
+	}
+}
+
+// A reload that changes where an existing sharded table's rows are looked
+// for is refused, saying which table and how, and the rows stay reachable;
+// ADMIN RELOAD FORCE (or REST ?force=1) applies it deliberately. Adding a
+// table stays allowed.
+func TestReloadRefusesMovedRows(t *testing.T) {
+	setupShardDB(t)
+	rules := func(locs string, more bool) string {
+		r := "      - db: shard_e2e\n        table: sh_user\n        key: id\n        nodes: [node1, node2]\n        type: hash\n        locations: " + locs + "\n"
+		if more {
+			r += "      - db: shard_e2e\n        table: sh_more\n        key: id\n        nodes: [node1, node2]\n        type: hash\n        locations: [1, 1]\n"
+		}
+		return twoNodeYAML("%ADDR%", r) + "admin_users: [ks]\nweb_user: admin\nweb_password: webpw\n"
+	}
+	p := startProxy(t, rules("[4, 4]", false))
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(p.File, []byte(strings.ReplaceAll(yaml, "%ADDR%", p.Addr)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY)")
+	mustExec(t, db, "INSERT INTO sh_user (id) VALUES (13)")
+	find := func() int {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM sh_user WHERE id = 13").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	write(rules("[4, 5]", false))
+	_, err := p.Srv.ReloadFile(false)
+	var pe *proxy.PlacementError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "table shard_e2e.sh_user: locations [4 4] -> [4 5]") ||
+		!strings.Contains(err.Error(), "ADMIN RELOAD FORCE") {
+		t.Fatalf("reload moving rows: %v, want a refusal naming the table and the change", err)
+	}
+	if _, err := db.Exec("ADMIN RELOAD"); myErrCode(err) == 0 || !strings.Contains(err.Error(), "locations [4 4] -> [4 5]") {
+		t.Fatalf("ADMIN RELOAD: %v, want the refusal", err)
+	}
+	if code := rest(t, p, "PUT", "/api/v1/proxy/config/reload", "", true, nil); code < 400 {
+		t.Fatalf("REST reload without force: %d, want an error", code)
+	}
+	if find() != 1 {
+		t.Fatal("the row is not found after a refused reload")
+	}
+	// A new table is not a move.
+	write(rules("[4, 4]", true))
+	if _, err := p.Srv.ReloadFile(false); err != nil {
+		t.Fatalf("reload adding a table: %v", err)
+	}
+	// Forced, the move is applied (and the row is looked for elsewhere).
+	write(rules("[4, 5]", true))
+	if _, err := db.Exec("ADMIN RELOAD FORCE"); err != nil {
+		t.Fatalf("ADMIN RELOAD FORCE: %v", err)
+	}
+	if n := len(p.Srv.Config().SchemaList[0].ShardRule[0].Locations); n != 2 || p.Srv.Config().SchemaList[0].ShardRule[0].Locations[1] != 5 {
+		t.Fatalf("forced reload not applied: %v", p.Srv.Config().SchemaList[0].ShardRule[0].Locations)
+	}
+	write(rules("[4, 4]", true))
+	if code := rest(t, p, "PUT", "/api/v1/proxy/config/reload?force=1", "", true, nil); code != 200 {
+		t.Fatalf("REST reload with force=1: %d", code)
+	}
+	if find() != 1 {
+		t.Fatal("the row is not found after going back to the first rule")
 	}
 }
