@@ -37,8 +37,12 @@ type Conn struct {
 	flavorExt uint32 // the FlavorExt asked for
 	version   string
 
-	// Status is the server status of the last OK/EOF seen.
+	// Status is the server status of the last OK/EOF seen (see SetStatus).
 	Status uint16
+	// answered: an OK or EOF reported Status since ClearAnswered; an
+	// answer that ended in an error leaves it unset (an ERR carries no
+	// status: a statement that failed may have opened a transaction).
+	answered bool
 
 	// Session state applied on this connection (see Sync).
 	db    string
@@ -53,6 +57,17 @@ type Conn struct {
 	lastUsed time.Time
 	broken   bool
 }
+
+// SetStatus records the server status an OK or EOF packet reported.
+func (c *Conn) SetStatus(st uint16) { c.Status, c.answered = st, true }
+
+// Answered reports whether an OK or EOF reported the status since the
+// last ClearAnswered.
+func (c *Conn) Answered() bool { return c.answered }
+
+// ClearAnswered is called before a client's statement runs on c: until an
+// OK or EOF ends it, Status says nothing about what it did.
+func (c *Conn) ClearAnswered() { c.answered = false }
 
 // Packets exposes the packet connection so the proxy can relay results raw.
 func (c *Conn) Packets() *wire.Conn { return c.pkt }
@@ -111,7 +126,7 @@ func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 		return nil, c.errorf(KindConnect, err, "handshake failed")
 	}
 	_ = nc.SetDeadline(time.Time{})
-	p.newStatus.Store(1<<16 | uint32(c.Status))
+	p.noteSessionStatus(c)
 	c.lastUsed = time.Now()
 	c.state = p.baseState
 	c.multi = c.caps&mysql.CLIENT_MULTI_STATEMENTS != 0
@@ -245,7 +260,7 @@ func (c *Conn) authResult(plugin string, scramble []byte) error {
 			if err != nil {
 				return err
 			}
-			c.Status = ok.Status
+			c.SetStatus(ok.Status)
 			return nil
 		case wire.ErrHeader:
 			e := wire.ParseErr(p)
@@ -389,14 +404,14 @@ func (c *Conn) Command(cmd byte, arg []byte) (wire.OK, error) {
 		if err != nil {
 			return ok, c.lost(err)
 		}
-		c.Status = ok.Status
+		c.SetStatus(ok.Status)
 		return ok, nil
 	case len(p) > 0 && p[0] == wire.OKHeader:
 		ok, err := wire.ParseOK(p)
 		if err != nil {
 			return ok, c.lost(err)
 		}
-		c.Status = ok.Status
+		c.SetStatus(ok.Status)
 		return ok, nil
 	}
 	return wire.OK{}, c.lost(fmt.Errorf("unexpected reply 0x%x", p[0]))
@@ -435,7 +450,7 @@ func (c *Conn) readResult() (*Result, error) {
 		if err != nil {
 			return nil, c.lost(err)
 		}
-		c.Status = ok.Status
+		c.SetStatus(ok.Status)
 		return &Result{OK: ok}, nil
 	case wire.ErrHeader:
 		return nil, wire.ParseErr(p)
@@ -487,7 +502,7 @@ func (c *Conn) readResult() (*Result, error) {
 			} else {
 				res.OK.Warnings, res.OK.Status = wire.ParseEOF(rp)
 			}
-			c.Status = res.OK.Status
+			c.SetStatus(res.OK.Status)
 			return res, nil
 		}
 		row := make([]*string, 0, n)
@@ -526,6 +541,7 @@ func (c *Conn) Reset() error {
 	}
 	// The multi-statement option and the current database survive a
 	// reset (c.multi, c.db stay as they were).
+	c.pool.noteSessionStatus(c)
 	c.forgetStmts()
 	c.state = nil // charset after a reset is the server's idea; Sync re-applies
 	return nil

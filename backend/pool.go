@@ -146,6 +146,14 @@ func (p *Pool) SessionStatus() (status uint16, ok bool) {
 	return uint16(v), v != 0
 }
 
+// noteSessionStatus records the status c got from a login or a reset (a
+// new session's), unless the globals changed since c's session began.
+func (p *Pool) noteSessionStatus(c *Conn) {
+	if c.globals == p.globals.Load() {
+		p.newStatus.Store(1<<16 | uint32(c.Status))
+	}
+}
+
 // LearnSessionStatus is SessionStatus, taking and giving back a connection
 // to learn it when it is not known. ok is false when the server cannot be
 // reached.
@@ -280,7 +288,6 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 				p.closeConn(c, false)
 				continue
 			}
-			p.newStatus.Store(1<<16 | uint32(c.Status))
 		} else if now.Sub(c.lastUsed) > p.opts.ValidateAfter {
 			_ = c.SetDeadline(now.Add(p.opts.ConnectTimeout))
 			err := c.Ping()
@@ -290,7 +297,10 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 				continue
 			}
 		}
-		c.closeUnheld() // sent with the connection's next command
+		if c.closeUnheld(); c.broken { // sent with the connection's next command
+			p.closeConn(c, false)
+			continue
+		}
 		p.inUse.Add(1)
 		return c, nil
 	}
@@ -406,7 +416,7 @@ func (p *Pool) Put(c *Conn) {
 	}
 	if c.closeUnheld() > 0 {
 		// Sent now: the server drops them while the connection idles.
-		if err := c.pkt.Flush(); err != nil {
+		if err := c.pkt.Flush(); err != nil || c.broken {
 			p.closeConn(c, true)
 			return
 		}

@@ -136,8 +136,9 @@ func diff(from, to *State) []string {
 // multi-statement option, autocommit and State. It is a no-op (no round
 // trip) when the connection already matches, which is the common case.
 // Autocommit is compared with what the server last reported (every OK
-// carries it); it is only ever changed on a connection outside a
-// transaction, where setting it commits nothing.
+// carries it); it is only changed on a pooled connection, which is never
+// in a transaction (the lease pins one that may be: engine.inTrans), so
+// setting it commits nothing.
 func (c *Conn) Sync(db string, multi, autocommit bool, st *State) error {
 	var parts []string
 	if c.Autocommit() != autocommit {

@@ -313,7 +313,7 @@ func (s *Session) writeOK(affected, insertID uint64) error {
 // which tracks them itself, and its OK is relayed.
 func (s *Session) writeUseOK() error {
 	v, set := s.vars.State.Get("session_track_schema")
-	return s.cl.UseOK(s.lease.Status(), s.vars.DB, !set || v != "0" && !strings.EqualFold(v, "'OFF'"))
+	return s.cl.UseOK(s.lease.Status(), s.vars.DB, !set || !isOff(v))
 }
 
 // useDB changes the current database after checking it on the backend.
@@ -387,6 +387,9 @@ func (s *Session) query(p []byte) error {
 		}
 		if ok {
 			s.lease.Stick(router.Sticky(info))
+			if info.Kind == router.KindLockTables {
+				s.lease.SetLockTables(true)
+			}
 			return s.eng.Forward(nil, nil, &out, &info)
 		}
 	}
@@ -429,7 +432,7 @@ func (s *Session) query(p []byte) error {
 			return err
 		}
 	}
-	if info.Kind == router.KindShow && s.compression() != wire.CompressNone && isShowSessionStatus(sql[info.Start:]) {
+	if info.Kind == router.KindShow && info.Flags&router.FlagMulti == 0 && s.compression() != wire.CompressNone && isShowSessionStatus(sql[info.Start:]) {
 		// The backend connection is not compressed; the client's is.
 		s.eng.RowHook = compressionOn
 		defer func() { s.eng.RowHook = nil }()
@@ -446,6 +449,16 @@ func (s *Session) query(p []byte) error {
 		s.lease.SetLockTables(false)
 	}
 	return err
+}
+
+// isOff reports whether a boolean variable's value as kept in the
+// session state (an SQL literal, as written or read back) is off.
+func isOff(v string) bool {
+	switch strings.ToLower(strings.Trim(v, "'")) {
+	case "0", "off", "false":
+		return true
+	}
+	return false
 }
 
 // lookable reports whether sql may look at a table's definition (SHOW,

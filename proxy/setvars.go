@@ -11,11 +11,13 @@ import (
 )
 
 // SET: a session's variables are session state. SET runs on a backend
-// connection; what it changed is read back and kept in the session's
-// backend.State, which every other pooled connection the session uses is
-// synced to (backend.Conn.Sync). What cannot be known pins the connection.
-// The idle timeouts are the exception: they belong to the client's own
-// connection (see isIdleVar).
+// connection; what it changed is kept in the session's backend.State
+// (constants as written, computed values as the server's session tracking
+// reports them, else read back), which every other pooled connection the
+// session uses is synced to (backend.Conn.Sync). What cannot be known pins
+// the connection. The idle timeouts are the exception: they belong to the
+// client's own connection (see isIdleVar); and profiling, whose history
+// belongs to the connection the session keeps.
 
 // set handles a SET statement: it runs on a synced connection, then the
 // session records what changed so other pooled connections can replay it.
@@ -81,7 +83,17 @@ func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []ro
 	var ask []string // read back
 	idle := false
 	for _, it := range sysvars {
+		if it.Name == "profiling" {
+			// Not replayed: the history belongs to the connection the
+			// session keeps (see set); another would record there too.
+			continue
+		}
 		v := backend.Var{Name: it.Name, Value: it.Value}
+		if strings.HasPrefix(v.Name, "tx_") && !s.srv.identity(s.snap).mariaDB {
+			// SET SESSION TRANSACTION comes as MariaDB's tx_isolation
+			// and tx_read_only; MySQL 8 knows only transaction_*.
+			v.Name = "transaction_" + v.Name[len("tx_"):]
+		}
 		if v.Value == "" || v.Value == "DEFAULT" && isIdleVar(v.Name) {
 			// The idle timeouts' own value is needed, not DEFAULT.
 			v.Value = ""

@@ -100,6 +100,16 @@ func (s *Schema) Table(db, table string) *TableRule {
 	return s.tables[strings.ToLower(db)+"."+strings.ToLower(table)]
 }
 
+// Rules returns the schema's shard rules, sorted by database and table.
+func (s *Schema) Rules() []*TableRule {
+	out := make([]*TableRule, 0, len(s.tables))
+	for _, t := range s.tables {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *TableRule) int { return strings.Compare(a.DB+"."+a.Table, b.DB+"."+b.Table) })
+	return out
+}
+
 // CacheStats returns the plan cache counters.
 func (s *Schema) CacheStats() CacheStats { return s.cache.stats() }
 

@@ -99,7 +99,13 @@ func (p *Parser) ParseSet(sql string) ([]SetItem, error) {
 		case strings.HasSuffix(name, "_one_shot"):
 			items = append(items, SetItem{Kind: SetOneShot, Name: name})
 		default:
-			items = append(items, SetItem{Kind: SetSysVar, Name: name, Value: constValue(v.Value)})
+			it := SetItem{Kind: SetSysVar, Name: name}
+			// A constant is taken as written, but not a string whose
+			// backslashes mean what sql_mode says (NO_BACKSLASH_ESCAPES).
+			if !strings.ContainsRune(sql, '\\') {
+				it.Value = constValue(v.Value)
+			}
+			items = append(items, it)
 		}
 	}
 	return items, nil
@@ -114,10 +120,23 @@ type Kill struct {
 
 // BatchKills parses a multi-statement batch and returns its KILL
 // statements with their places, in order.
+//
+// A batch the parser cannot read is an error only if one of its
+// statements starts with KILL: one whose KILL is inside a compound body
+// (CREATE PROCEDURE ... BEGIN KILL ...; END) holds none to run.
 func (p *Parser) BatchKills(sql string) ([]Kill, error) {
 	stmts, err := p.Parse(sql)
 	if err != nil {
-		return nil, err
+		for _, st := range splitStatements(sql) {
+			c := Classify(st)
+			if c.Kind == KindKill {
+				return nil, err
+			}
+			if c.Kind == KindDDL || wordAt(st, "begin") {
+				return nil, nil // a compound statement: its ';' are inside it
+			}
+		}
+		return nil, nil
 	}
 	var out []Kill
 	pos := 0
@@ -146,6 +165,44 @@ func (p *Parser) BatchKills(sql string) ([]Kill, error) {
 	return out, nil
 }
 
+// splitStatements splits a batch at the ';' outside quotes and comments
+// (a lexical split: a compound statement's body splits too).
+func splitStatements(sql string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(sql); {
+		switch c := sql[i]; {
+		case c == '\'' || c == '"' || c == '`':
+			i = skipQuoted(sql, i, c)
+		case c == '#' || c == '-' && i+2 < len(sql) && sql[i+1] == '-' && (sql[i+2] == ' ' || sql[i+2] == '\t'):
+			i = skipLine(sql, i)
+		case c == '/' && i+1 < len(sql) && sql[i+1] == '*' && (i+2 >= len(sql) || sql[i+2] != '!'):
+			if j := indexFrom(sql, i+2, "*/"); j >= 0 {
+				i = j + 2
+			} else {
+				i = len(sql)
+			}
+		case c == ';':
+			out = append(out, sql[start:i])
+			i++
+			start = i
+		default:
+			i++
+		}
+	}
+	return append(out, sql[start:])
+}
+
+// wordAt reports whether the lower-case word w appears in s as a word.
+func wordAt(s, w string) bool {
+	for i := 0; i+len(w) <= len(s); i++ {
+		if eqFold(s[i:i+len(w)], w) && (i == 0 || !isIdent(s[i-1])) && (i+len(w) == len(s) || !isIdent(s[i+len(w)])) {
+			return true
+		}
+	}
+	return false
+}
+
 // constValue renders a SET value as an SQL literal when it is a constant:
 // a string or number, DEFAULT, or a bare word (ON, ANSI...), which the
 // server takes as a string. Anything else ("" returned) must be evaluated
@@ -161,9 +218,6 @@ func constValue(e ast.ExprNode) string {
 		case driver.KindNull:
 			return "NULL"
 		case driver.KindString, driver.KindInt64, driver.KindUint64, driver.KindMysqlDecimal, driver.KindFloat64:
-			if strings.ContainsRune(v.GetString(), '\\') {
-				return "" // how it is written depends on sql_mode (NO_BACKSLASH_ESCAPES)
-			}
 			var sb strings.Builder
 			if err := v.Restore(format.NewRestoreCtx(restoreFlags, &sb)); err == nil {
 				return sb.String()

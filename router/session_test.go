@@ -101,4 +101,13 @@ func TestBatchKills(t *testing.T) {
 	if _, err := p.BatchKills("KILL 5; SELEC 1"); err == nil {
 		t.Error("an unparsable batch: want an error")
 	}
+	// A KILL inside a compound body, or a batch whose statements do not
+	// start with KILL, holds none to run, parsable or not.
+	for _, sql := range []string{"CREATE PROCEDURE kq(i INT) BEGIN KILL QUERY i; END",
+		"CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO BEGIN KILL 5; END; SELECT 1",
+		"DELETE FROM t WHERE kill = 1 RETURNING id; SELECT 2"} {
+		if ks, err := p.BatchKills(sql); err != nil || len(ks) != 0 {
+			t.Errorf("BatchKills(%q) = %v, %v; want none", sql, ks, err)
+		}
+	}
 }

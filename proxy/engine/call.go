@@ -29,11 +29,10 @@ type Call struct {
 // definitions and first row held back until its next packet; the others
 // stream as Relay streams them. So memory is bounded by one row.
 //
-// MariaDB refuses the procedure before running it, from its body;
-// keyshard learns it from the backend, which has run it: the procedure's
-// effects stay, a result set the run did not reach goes unnoticed, and the
-// name in the message is the CALL's (MariaDB's spelling is the one its
-// connection's routine cache first saw).
+// A client without CLIENT_MULTI_RESULTS gets a backend connection without
+// it too (backend.FlavorCaps), so the server itself refuses such a
+// procedure before running it; without CLIENT_PS_MULTI_RESULTS alone, the
+// OUT-parameter set is left out here.
 func (e *Engine) relayCall(bc *backend.Conn, c *Call) (Result, error) {
 	var res Result
 	bp := bc.Packets()
@@ -155,7 +154,7 @@ func (e *Engine) badSelect(bc *backend.Conn, c *Call, p []byte, res *Result) err
 			if perr != nil {
 				return lostConn(bc, perr)
 			}
-			bc.Status = ok.Status
+			bc.SetStatus(ok.Status)
 			rows, done = false, ok.Status&wire.StatusMoreResultsExists == 0
 		case rows:
 			cont = len(p) == wire.MaxPayload

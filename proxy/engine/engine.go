@@ -32,7 +32,7 @@ type Conns interface {
 	// went with it ("" for none).
 	Lost(bc *backend.Conn) (held string)
 	Pinned() *backend.Conn
-	Holding() bool  // a transaction is open or deferred
+	Holding() bool  // a transaction is open or deferred, or autocommit is off
 	Deferred() bool // a BEGIN is deferred
 	Status() uint16 // the status the client sees between statements
 }

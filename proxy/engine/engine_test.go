@@ -231,7 +231,7 @@ func TestRouteFanOutWrite(t *testing.T) {
 			wire.AppendOK(nil, 2, 20, autocommit, 0, ""), Last{RowCount: 2, InsertID: 20}},
 		{"one leg fails", router.KindUpdate, "UPDATE $t SET a = 1", 0,
 			wire.AppendOK(nil, 2, 0, autocommit, 0, ""), wire.AppendErr(nil, mysql.ER_NO_SUCH_TABLE, "42S02", "Table 'db.t_0001' doesn't exist"),
-			wire.AppendErr(nil, mysql.ER_NO_SUCH_TABLE, "42S02", "keyshard: node n2 t_0001: Table 'db.t_0001' doesn't exist"), Last{}},
+			wire.AppendErr(nil, mysql.ER_NO_SUCH_TABLE, "42S02", "keyshard: node n2 t_0001: Table 'db.t_0001' doesn't exist; changed: t_0000; not changed: t_0001"), Last{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			en := newEnv(t, deprecate, answer("t_0000", c.n1), answer("t_0001", c.n2))

@@ -63,6 +63,14 @@ func (l *Leg) first(t Tracer) ([]byte, error) {
 	return p, nil
 }
 
+// sub names the sub-table of the leg's current statement.
+func (l *Leg) sub() string {
+	if l.done < len(l.Route.SubTables) {
+		return l.Route.SubTables[l.done]
+	}
+	return "node " + l.BC.Node()
+}
+
 // where names the leg's node and the sub-table of its current statement.
 func (l *Leg) where() string {
 	if l.done < len(l.Route.SubTables) {
@@ -225,7 +233,7 @@ func (e *Engine) relayScatter(legs []Leg) error {
 			case wire.OKHeader:
 				// A statement without a result set in a SELECT fan-out.
 				ok, _ := wire.ParseOK(p)
-				l.BC.Status = ok.Status
+				l.BC.SetStatus(ok.Status)
 				more = l.ended(ok.Status)
 				continue
 			}
@@ -279,7 +287,7 @@ func (e *Engine) relayScatter(legs []Leg) error {
 			if perr != nil {
 				return e.Fail(lostConn(l.BC, perr))
 			}
-			l.BC.Status = ok.Status
+			l.BC.SetStatus(ok.Status)
 			warnings += ok.Warnings
 			more = l.ended(ok.Status)
 		}
@@ -309,12 +317,14 @@ func (e *Engine) failRelay(err error) error {
 // collectOKs reads the OK packets of a write fan-out and answers with one
 // OK: affected rows summed, the insert id of the statement holding the
 // client's first row, warnings summed. The first error (naming its node and
-// sub-table) is reported instead; statements on other sub-tables may have
-// been applied, as with any multi-statement batch.
+// sub-table) is reported instead, with the sub-tables the statement
+// changed and those it did not: the others may have been applied, as with
+// any multi-statement batch (for DDL, see the DDL check in the proxy).
 func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 	var affected, insertID uint64
 	var warnings uint16
 	var failed *mysql.MyError
+	var changed, unchanged []string // by sub-table, for an error
 	for i := range legs {
 		l := &legs[i]
 		for more := true; more; {
@@ -327,15 +337,19 @@ func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 				if failed == nil {
 					failed = legError(l, wire.ParseErr(p))
 				}
+				unchanged = append(unchanged, l.sub())
 				// A batch stops at its first error; pipelined statements
 				// each answer.
-				more = l.ended(0)
+				if more = l.ended(0); !more && l.done < len(l.Route.SubTables) {
+					unchanged = append(unchanged, l.Route.SubTables[l.done:]...)
+				}
 			case wire.OKHeader:
 				ok, perr := wire.ParseOK(p)
 				if perr != nil {
 					return e.Fail(lostConn(l.BC, perr))
 				}
-				l.BC.Status = ok.Status
+				changed = append(changed, l.sub())
+				l.BC.SetStatus(ok.Status)
 				affected += ok.AffectedRows
 				warnings += ok.Warnings
 				if i == rt.FirstRoute && l.done == rt.FirstSQL {
@@ -354,6 +368,9 @@ func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 		}
 	}
 	if failed != nil {
+		if len(changed) > 0 {
+			failed.Message += "; changed: " + strings.Join(changed, ", ") + "; not changed: " + strings.Join(unchanged, ", ")
+		}
 		return e.Fail(failed)
 	}
 	e.Last.RowCount = int64(affected)

@@ -140,8 +140,13 @@ func (l *Lease) InTx() bool {
 // txStatus are the status flags that describe an open transaction.
 const txStatus = wire.StatusInTrans | mysql.SERVER_STATUS_IN_TRANS_READONLY
 
-// inTrans reports whether the server says bc is inside a transaction.
-func inTrans(bc *backend.Conn) bool { return bc.Status&wire.StatusInTrans != 0 }
+// inTrans reports whether bc may be inside a transaction: the server says
+// so, or, with autocommit off, its last statement ended in an error (an
+// ERR packet carries no status; the failed statement may have opened one,
+// holding its locks and snapshot).
+func inTrans(bc *backend.Conn) bool {
+	return bc.Status&wire.StatusInTrans != 0 || !bc.Autocommit() && !bc.Answered()
+}
 
 // Holding reports whether a transaction is open or deferred, or autocommit
 // is off (the next statement opens one where it runs).
@@ -187,6 +192,9 @@ func (l *Lease) Acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 	l.Trace.WaitStart()
 	bc, err := l.acquire(n, p)
 	l.Trace.WaitDone(bc)
+	if bc != nil && p&Meta == 0 {
+		bc.ClearAnswered()
+	}
 	return bc, err
 }
 

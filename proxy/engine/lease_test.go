@@ -406,3 +406,37 @@ func TestLeaseAutocommitOff(t *testing.T) {
 		t.Errorf("n2 received %q, want autocommit synced back on", got)
 	}
 }
+
+// With autocommit off, a statement that fails may still have opened a
+// transaction (an ERR carries no status): its connection stays pinned
+// until an OK says there is none, never going back to the pool holding
+// the session's locks.
+func TestLeaseAutocommitOffError(t *testing.T) {
+	en := newEnv(t, deprecate, func(fc *fakeConn, cmd byte, arg string) bool {
+		if cmd == mysql.COM_QUERY && arg == "INSERT dup" {
+			fc.inTx = true // InnoDB opened a transaction for the failed statement
+			fc.fail(mysql.ER_DUP_ENTRY, "Duplicate entry")
+			return true
+		}
+		return false
+	}, nil)
+	l, n1 := en.lease, en.nodes["n1"]
+	bc := en.acquire(n1, Write)
+	en.exec(bc, "SET AUTOCOMMIT = 0")
+	l.Release(bc)
+	bc = en.acquire(n1, Write)
+	if _, err := bc.Exec("INSERT dup"); err == nil {
+		t.Fatal("INSERT dup: want an error")
+	}
+	l.Release(bc)
+	if l.Pinned() != bc || !l.InTx() {
+		t.Fatalf("after a failed statement with autocommit off: pinned %v in tx %v", l.Pinned() == bc, l.InTx())
+	}
+	en.wantPool("n1", 1, 1, 0, 0)
+	en.exec(en.acquire(nil, Write), "ROLLBACK")
+	l.Release(bc)
+	if l.Pinned() != nil || l.InTx() {
+		t.Errorf("after ROLLBACK: pinned %v in tx %v", l.Pinned() != nil, l.InTx())
+	}
+	en.wantPool("n1", 1, 0, 1, 0)
+}

@@ -126,7 +126,7 @@ func (src *legSource) Next() ([]byte, error) {
 		if perr != nil {
 			return nil, lostConn(l.BC, perr)
 		}
-		l.BC.Status = ok.Status
+		l.BC.SetStatus(ok.Status)
 		*src.warnings += ok.Warnings
 		l.done++
 		l.finished = true

@@ -9,10 +9,11 @@ import (
 )
 
 // Relay copies the answer to one command from bc to the client, decoding
-// only framing packets (OK, ERR, EOF, column count). Rows are never
-// decoded and memory stays bounded by the buffers, whatever the size of
-// the result. Backend connections always use CLIENT_DEPRECATE_EOF; the
-// Client puts the EOF packets back for clients without it.
+// only framing packets (OK, ERR, EOF, column count). Rows are not decoded
+// (but by a RowHook, for the few answers keyshard corrects) and memory
+// stays bounded by the buffers, whatever the size of the result. A backend
+// connection's EOF framing is its client's (backend.FlavorCaps); the
+// Client converts where they differ.
 //
 // fieldList: the answer to COM_FIELD_LIST (column definitions and an
 // end). cols, for the answer to COM_STMT_EXECUTE, is the column count the
@@ -74,7 +75,7 @@ func (e *Engine) Relay(bc *backend.Conn, fieldList bool, cols *int) (Result, err
 			}
 			w, st := wire.ParseEOF(eof)
 			if st&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
-				bc.Status = st
+				bc.SetStatus(st)
 				if err := e.Client.ResultEnd(w, st|changed); err != nil {
 					return res, err
 				}
@@ -95,7 +96,7 @@ func (e *Engine) Relay(bc *backend.Conn, fieldList bool, cols *int) (Result, err
 			}
 			if wire.IsEOF(p) {
 				if ok, perr := wire.ParseOK(p); perr == nil && ok.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
-					bc.Status = ok.Status
+					bc.SetStatus(ok.Status)
 					if err := e.Client.EOF(ok.Warnings, ok.Status|changed); err != nil {
 						return res, err
 					}
@@ -196,7 +197,7 @@ func (e *Engine) relayOK(bc *backend.Conn, p []byte, res *Result) (more bool, er
 	if perr != nil {
 		return false, lostConn(bc, perr)
 	}
-	bc.Status = ok.Status
+	bc.SetStatus(ok.Status)
 	if ok.Status&wire.StatusSessionStateChange != 0 {
 		if db, changed := wire.TrackedSchema(ok.State); changed {
 			// Whatever statement changed the database (USE behind a
@@ -331,7 +332,7 @@ func (e *Engine) endRows(bc *backend.Conn, rp []byte, rows uint64, fieldList boo
 		}
 		warnings, status = ok.Warnings, ok.Status
 	}
-	bc.Status = status
+	bc.SetStatus(status)
 	if fieldList && len(rp) == 5 {
 		err = e.Client.EOF(warnings, status)
 	} else {
