@@ -61,6 +61,11 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		}
 		return true, s.eng.Forward(s.node, p, nil, &info)
 	}
+	if pl.Alters {
+		if err := s.subTablesAgree(pl.Tables()[0]); err != nil {
+			return true, s.fail(err)
+		}
+	}
 	rt := &s.rt
 	err = pl.BindTo(rt, lits, leadingComments(sql, info))
 	s.tr.mark(digest.Route)

@@ -29,6 +29,10 @@ const (
 type Plan struct {
 	Kind PlanKind
 	Stmt Kind // statement kind (select, insert, ...)
+	// Alters: DDL that changes the existing sub-tables (ALTER TABLE,
+	// CREATE or DROP INDEX): they must agree before it runs, or it would
+	// leave them further apart.
+	Alters bool
 
 	tables    []*TableRule // sharded tables referenced; all share one layout
 	cond      *cond        // which sub-tables the WHERE allows; nil = all
@@ -749,6 +753,10 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 	}
 	if hit == nil {
 		return b.plan, nil
+	}
+	switch stmt.(type) {
+	case *ast.AlterTableStmt, *ast.CreateIndexStmt, *ast.DropIndexStmt:
+		b.plan.Alters = true
 	}
 	b.refs = []*tableRef{hit}
 	b.plan.Kind = PlanSharded

@@ -179,6 +179,9 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		srv.ResetDigests()
 		return nil, nil
 	})
+	h("GET /api/v1/shards/check", func(r *http.Request) (any, error) {
+		return srv.CheckShards(r.Context())
+	})
 	h("PUT /api/v1/proxy/config/save", func(*http.Request) (any, error) { return nil, srv.SaveConfig() })
 	h("PUT /api/v1/proxy/config/reload", func(r *http.Request) (any, error) {
 		force, _ := strconv.ParseBool(r.URL.Query().Get("force"))

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -127,6 +128,11 @@ func parse(sql string) (command, bool, error) {
 			return command{}, true, syntaxErr("want ADMIN RELOAD [CONFIG] [FORCE]")
 		}
 		return command{region: "server", vals: []string{"reload", "proxy", what}}, true, nil
+	case "check":
+		if len(toks) != 3 || !strings.EqualFold(toks[2].text, "shards") {
+			return command{}, true, syntaxErr("want ADMIN CHECK SHARDS")
+		}
+		return command{region: "check"}, true, nil
 	case "reset":
 		if len(toks) != 3 || !strings.EqualFold(toks[2].text, "digests") {
 			return command{}, true, syntaxErr("want ADMIN RESET DIGESTS")
@@ -134,7 +140,7 @@ func parse(sql string) (command, bool, error) {
 		return command{region: "server", vals: []string{"reset", "digests", "all"}}, true, nil
 	case "server", "node":
 	default:
-		return command{}, true, syntaxErr("unknown region %q: want server, node, help, reload or reset", toks[1].text)
+		return command{}, true, syntaxErr("unknown region %q: want server, node, help, reload, check or reset", toks[1].text)
 	}
 	want := []string{"opt", "k", "v"}
 	if region == "node" {
@@ -290,6 +296,8 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 		return table([]string{"statement", "description"}, helpRows), nil
 	case "node":
 		return nil, nodeCmd(srv, c.vals)
+	case "check":
+		return checkShards(srv)
 	}
 	opt, k, v := strings.ToLower(c.vals[0]), strings.ToLower(c.vals[1]), c.vals[2]
 	switch opt {
@@ -326,6 +334,30 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 		return res, nil
 	}
 	return nil, argErr("admin server: unknown opt %q: want show, change, add, del, save, reload or reset", c.vals[0])
+}
+
+// checkShards answers ADMIN CHECK SHARDS: every sub-table of every
+// sharded table, whether it exists, whether it is defined like the
+// table's first, and its estimated rows.
+func checkShards(srv *proxy.Server) (*proxy.AdminResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subs, err := srv.CheckShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([][]string, 0, len(subs))
+	for _, s := range subs {
+		def := "same"
+		switch {
+		case !s.Exists:
+			def = "missing"
+		case !s.Same:
+			def = "differs"
+		}
+		rows = append(rows, []string{s.Table, s.Node, s.SubTable, def, strconv.FormatInt(s.Rows, 10)})
+	}
+	return table([]string{"table", "node", "sub_table", "definition", "rows_estimate"}, rows), nil
 }
 
 // reload reloads the config file (force: even if it moves existing rows,
@@ -530,6 +562,8 @@ var helpRows = [][]string{
 	{"admin server(opt,k,v) values('add'|'del','black_sql','select * from t where id = 1')", "edit the SQL blacklist (matched by shape)"},
 	{"admin server(opt,k,v) values('save','proxy','config')", "write run-time changes to ks.yaml (comments kept) and blacklist_sql_file"},
 	{"admin reload | admin server(opt,k,v) values('reload','proxy','config')", "reload ks.yaml (validated first; no session dropped)"},
+	{"admin reload force | admin server(opt,k,v) values('reload','proxy','force')", "reload ks.yaml even if it moves existing rows of sharded tables"},
+	{"admin check shards", "every sub-table of every sharded table: missing, defined unlike the first, estimated rows"},
 	{"SHOW DIGESTS [ORDER BY total|count|errors|avg|max|p99|rows] [LIMIT n] | admin server(opt,k,v) values('show','digests','total,20')",
 		"statement digests: calls, errors, rows, time (total, min, max, p50, p99) and its split by stage"},
 	{"admin reset digests | admin server(opt,k,v) values('reset','digests','all')", "clear the statement digests"},
