@@ -295,6 +295,90 @@ func filterRows(bc *backend.Conn, cols []string, rows [][]*string, l *router.Loo
 	return out, nil
 }
 
+// lookExecute runs an execution of a prepared query on information_schema
+// whose string parameter names a sharded table (table_name = ?, as ORMs
+// and Connector/J send them): the parameter becomes the first sub-table's
+// name, the query runs on its node, and the answer's rows say the logical
+// name. handled is false when no parameter names one.
+func (s *Session) lookExecute(x *execution) (handled bool, err error) {
+	ex, p := x.ex, x.p
+	for i := range ex.Params {
+		if ex.Null(i) || i >= len(ex.Spans) || !lenEncType(ex.Types[2*i]) {
+			continue
+		}
+		v, ok := ex.Value(p, i)
+		name, isStr := v.(string)
+		if !ok || !isStr {
+			continue
+		}
+		t := s.route.TableNamed(name)
+		if t == nil {
+			continue
+		}
+		sp := ex.Spans[i]
+		np := append(append(append(make([]byte, 0, len(p)+8), p[:sp[0]]...), wire.AppendLenEncString(nil, t.SubTableName(0))...), p[sp[1]:]...)
+		nex, err := wire.ParseExecute(np, x.st.params, x.st.types, x.st.isLong)
+		if err != nil {
+			return false, nil
+		}
+		x.p, x.ex = np, nex
+		rename := map[string]string{t.SubTableName(0): name}
+		s.eng.RowHook = func(row []byte) []byte { return renameBinaryRow(row, s.eng.ColTypes, rename) }
+		defer func() { s.eng.RowHook = nil }()
+		return true, x.run(s.eng.Nodes[t.NodeOf(0)], x.st.sql, nil)
+	}
+	return false, nil
+}
+
+// lenEncType reports whether a parameter type is sent as a length-encoded
+// string.
+func lenEncType(t byte) bool {
+	switch t {
+	case wire.TypeVarchar, wire.TypeVarString, wire.TypeString, wire.TypeBlob, wire.TypeTinyBlob, wire.TypeMediumBlob, wire.TypeLongBlob:
+		return true
+	}
+	return false
+}
+
+// renameBinaryRow is renameRow for a binary-protocol row whose columns
+// have types types.
+func renameBinaryRow(row []byte, types []byte, rename map[string]string) []byte {
+	nb := (len(types) + 7 + 2) / 8
+	if len(row) < 1+nb || row[0] != 0 {
+		return row
+	}
+	var out []byte
+	pos := 1 + nb
+	for i, t := range types {
+		if row[1+(i+2)/8]&(1<<((i+2)%8)) != 0 {
+			continue // NULL
+		}
+		n, err := wire.ValueLen(t, row, pos)
+		if err != nil || pos+n > len(row) {
+			return row
+		}
+		start := pos
+		pos += n
+		if lenEncType(t) {
+			v, _, _, err := wire.ReadLenEncString(row, start)
+			if logical, ok := rename[string(v)]; err == nil && ok {
+				if out == nil {
+					out = append(make([]byte, 0, len(row)+16), row[:start]...)
+				}
+				out = wire.AppendLenEncString(out, logical)
+				continue
+			}
+		}
+		if out != nil {
+			out = append(out, row[start:pos]...)
+		}
+	}
+	if out == nil {
+		return row
+	}
+	return out
+}
+
 // renameRow puts the logical table name in place of the sub-table's in a
 // text row of l's answer: every value equal to a physical name, and the
 // table name of a SHOW CREATE TABLE statement.

@@ -80,6 +80,11 @@ type prepared struct {
 	cursor   *backend.Conn // connection holding the statement's open cursor
 	cursorSt *backend.Stmt // the backend statement there
 
+	// look: a query on information_schema in a sharded schema; an
+	// execution whose parameter names a sharded table runs on its first
+	// sub-table (see lookExecute).
+	look bool
+
 	// ref counts the statement among the client statements of its text:
 	// the backend statements prepared for it are closed when the last one
 	// is (backend.StmtRefs).
@@ -118,6 +123,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
 	st.dig.Key = string(router.DigestKey(nil, s.vars.DB, sql, digest.MaxText))
+	st.look = s.route != nil && s.route.Sharded() && info.Kind == router.KindSelect && lookable(sql, info)
 	node, text, err := s.planStmt(st, info, true)
 	if err != nil {
 		return s.fail(err)
@@ -334,6 +340,11 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		s.lease.Stick(st.sticky)
 	}
 	if st.plan == nil {
+		if st.look {
+			if handled, err := s.lookExecute(x); handled {
+				return err
+			}
+		}
 		sql := st.sql
 		if st.sessionFuncs {
 			out, changed, err := s.getParser().RewriteSessionFuncs(sql, router.SessionValues{

@@ -148,6 +148,25 @@ func (s *Schema) lookList(show *ast.ShowStmt, db string) *Look {
 	return l
 }
 
+// TableNamed returns the sharded table whose bare name is name when one
+// rule alone has that name, else nil.
+func (s *Schema) TableNamed(name string) *TableRule {
+	name = strings.ToLower(name)
+	if !s.names[name] {
+		return nil
+	}
+	var found *TableRule
+	for _, t := range s.tables {
+		if t.Table == name {
+			if found != nil {
+				return nil
+			}
+			found = t
+		}
+	}
+	return found
+}
+
 // IsSubTable reports whether name is a sub-table of a sharded table of
 // this schema in database db.
 func (s *Schema) IsSubTable(db, name string) bool {
@@ -202,15 +221,9 @@ func (v *infoSchemaFinder) Enter(n ast.Node) (ast.Node, bool) {
 			break
 		}
 		name := x.GetString()
-		if !v.s.names[strings.ToLower(name)] {
+		t := v.s.TableNamed(name)
+		if t == nil {
 			break
-		}
-		var t *TableRule
-		for _, r := range v.s.tables {
-			if r.Table == strings.ToLower(name) {
-				t = r
-				break
-			}
 		}
 		if v.rule != nil && v.rule != t {
 			v.other = true

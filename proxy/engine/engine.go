@@ -85,6 +85,9 @@ type Engine struct {
 	// rare answer keyshard must correct (see the session's SHOW STATUS).
 	// Rows then go one packet at a time.
 	RowHook func(row []byte) []byte
+	// ColTypes are the column types of the result set being relayed, kept
+	// while a RowHook is set (a binary row is read with them).
+	ColTypes []byte
 }
 
 // Fail writes err to the client and returns it.

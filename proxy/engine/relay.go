@@ -128,10 +128,17 @@ func (e *Engine) relayColumns(bc *backend.Conn, p []byte) (uint64, error) {
 		return 0, err
 	}
 	bp := bc.Packets()
+	if e.RowHook != nil {
+		e.ColTypes = e.ColTypes[:0]
+	}
 	for range n {
 		cp, err := bp.ReadPacket()
 		if err != nil {
 			return 0, lostConn(bc, err)
+		}
+		if e.RowHook != nil {
+			typ, _, _ := wire.ColumnType(cp, bc.ExtTypeInfo())
+			e.ColTypes = append(e.ColTypes, typ)
 		}
 		if err := e.Client.Packet(cp); err != nil {
 			return 0, err

@@ -95,6 +95,22 @@ func TestShardIntrospection(t *testing.T) {
 		"WHERE table_schema = DATABASE() AND table_name = '%s' ORDER BY index_name, seq_in_index")
 	same("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'shard_e2e' AND table_name = '%s' AND table_type = 'BASE TABLE'")
 
+	// Prepared, as ORMs send them (go-sql-driver: COM_STMT_PREPARE).
+	for _, q := range []string{
+		"SELECT table_name, column_name, column_type, column_key FROM information_schema.columns WHERE table_schema = ? AND table_name = ? ORDER BY ordinal_position",
+		"SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ? AND table_type = 'BASE TABLE'",
+		"SELECT table_name, index_name, non_unique FROM information_schema.statistics WHERE table_schema = ? AND table_name = ? ORDER BY index_name, seq_in_index",
+	} {
+		got := allRows(t, db, q, "shard_e2e", "sh_user")
+		want := allRows(t, db, q, "shard_e2e", "plain_user")
+		for i := range want {
+			want[i] = strings.ReplaceAll(want[i], "plain_user", "sh_user")
+		}
+		if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("prepared %s:\n%s\nwant (as a plain table):\n%s", q, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+
 	tables := allRows(t, db, "SHOW TABLES")
 	if !slices.Equal(tables, []string{"plain_user", "sh_user"}) {
 		t.Errorf("SHOW TABLES = %q, want the logical tables only", tables)
