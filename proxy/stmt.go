@@ -130,7 +130,9 @@ func (s *Session) stmtPrepare(p []byte) error {
 	}
 	st.id = s.nextStmt + 1
 	st.ref = s.srv.stmtRefs.Hold(st.db + "\x00" + sql)
+	s.eng.Sharded = st.plan // column definitions name the logical table
 	bs, err := s.eng.Prepare(node, st.read, s.keyFor(st, text), text, st.ref, st.id)
+	s.eng.Sharded = nil
 	if err != nil {
 		s.srv.stmtRefs.Drop(st.ref)
 		s.lastStmt = 0

@@ -46,6 +46,18 @@ type Plan struct {
 	nparams   int
 }
 
+// Logical returns the logical table whose sub-table is named name, among
+// the plan's tables (ok false: none): what a column definition's table
+// says to the client.
+func (p *Plan) Logical(name []byte) (string, bool) {
+	for _, t := range p.tables {
+		if len(name) > len(t.Table) && t.subSet[string(name)] {
+			return t.Table, true
+		}
+	}
+	return "", false
+}
+
 // Tables returns the sharded tables the plan touches, for EXPLAIN.
 func (p *Plan) Tables() []*TableRule { return p.tables }
 

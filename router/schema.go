@@ -30,6 +30,7 @@ type TableRule struct {
 	Rule           shard.Rule
 	subs           []shard.SubTable
 	subNames       []string
+	subSet         map[string]bool // subNames
 }
 
 // SubTableName returns the physical name of sub-table i.
@@ -74,8 +75,10 @@ func NewSchema(c SchemaConfig, cacheSize int) (*Schema, error) {
 			DB: strings.ToLower(tc.DB), Table: strings.ToLower(tc.Table), Key: strings.ToLower(tc.Key),
 			Nodes: tc.Nodes, Rule: r, subs: r.Tables(),
 		}
+		t.subSet = make(map[string]bool, len(t.subs))
 		for _, st := range t.subs {
 			t.subNames = append(t.subNames, t.Table+st.Suffix)
+			t.subSet[t.Table+st.Suffix] = true
 		}
 		key := t.DB + "." + t.Table
 		if _, dup := s.tables[key]; dup {

@@ -247,6 +247,41 @@ func ColumnFixed(p []byte, ext bool) (int, error) {
 	return pos, nil
 }
 
+// RenameColumnTable returns column definition p with its table and
+// org_table fields renamed by rename (ok false: kept), appended to dst, or
+// reports false (and returns dst) when neither is renamed.
+func RenameColumnTable(dst, p []byte, rename func(name []byte) (string, bool)) ([]byte, bool) {
+	pos := 0
+	var fields [4][2]int // catalog, schema, table, org_table: start, end
+	for i := range fields {
+		_, _, next, err := ReadLenEncString(p, pos)
+		if err != nil {
+			return dst, false
+		}
+		fields[i] = [2]int{pos, next}
+		pos = next
+	}
+	var names [2][]byte
+	var repl [2]string
+	changed := [2]bool{}
+	for i := range names {
+		names[i], _, _, _ = ReadLenEncString(p, fields[2+i][0])
+		repl[i], changed[i] = rename(names[i])
+	}
+	if !changed[0] && !changed[1] {
+		return dst, false
+	}
+	out := append(dst[:0], p[:fields[2][0]]...)
+	for i := range names {
+		if changed[i] {
+			out = AppendLenEncString(out, repl[i])
+		} else {
+			out = append(out, p[fields[2+i][0]:fields[2+i][1]]...)
+		}
+	}
+	return append(out, p[fields[3][1]:]...), true
+}
+
 // ColumnType returns the type (MYSQL_TYPE_*) and charset of a column
 // definition packet (ext: see ColumnFixed).
 func ColumnType(p []byte, ext bool) (typ byte, charset uint16, err error) {

@@ -41,3 +41,32 @@ func TestTrackedVars(t *testing.T) {
 		t.Fatalf("a truncated entry was decoded: %q", got)
 	}
 }
+
+func TestRenameColumnTable(t *testing.T) {
+	col := func(table, org string) []byte {
+		b := AppendLenEncString(nil, "def")
+		b = AppendLenEncString(b, "db")
+		b = AppendLenEncString(b, table)
+		b = AppendLenEncString(b, org)
+		b = AppendLenEncString(b, "id")
+		b = AppendLenEncString(b, "id")
+		return append(b, 0x0c, 63, 0, 20, 0, 0, 0, 8, 0, 0, 0, 0, 0)
+	}
+	rename := func(n []byte) (string, bool) {
+		if string(n) == "t_0003" {
+			return "t", true
+		}
+		return "", false
+	}
+	out, ok := RenameColumnTable(nil, col("t_0003", "t_0003"), rename)
+	if !ok || string(out) != string(col("t", "t")) {
+		t.Fatalf("renamed: %q", out)
+	}
+	out, ok = RenameColumnTable(out, col("a", "t_0003"), rename)
+	if !ok || string(out) != string(col("a", "t")) {
+		t.Fatalf("alias kept, org_table renamed: %q", out)
+	}
+	if _, ok := RenameColumnTable(nil, col("x", "y"), rename); ok {
+		t.Fatal("nothing to rename: want false")
+	}
+}

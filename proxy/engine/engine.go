@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -85,9 +86,29 @@ type Engine struct {
 	// rare answer keyshard must correct (see the session's SHOW STATUS).
 	// Rows then go one packet at a time.
 	RowHook func(row []byte) []byte
+	// Sharded is the plan of the sharded statement running (nil: none):
+	// column definitions name its logical tables, not their sub-tables.
+	// Route sets it; set it around a Prepare of a sharded statement.
+	Sharded *router.Plan
 	// ColTypes are the column types of the result set being relayed, kept
 	// while a RowHook is set (a binary row is read with them).
 	ColTypes []byte
+
+	colBuf []byte // colDef's scratch
+}
+
+// colDef is column definition p as the client sees it: under a sharded
+// plan, its table names say the logical table.
+func (e *Engine) colDef(p []byte) []byte {
+	if e.Sharded == nil {
+		return p
+	}
+	out, renamed := wire.RenameColumnTable(e.colBuf, p, e.Sharded.Logical)
+	if !renamed {
+		return p
+	}
+	e.colBuf = out
+	return out
 }
 
 // Fail writes err to the client and returns it.
@@ -265,6 +286,8 @@ type Run struct {
 // other fan-out (SELECT relayed as one result set, writes and DDL summed
 // into one OK) on one connection per node.
 func (e *Engine) Route(rt *router.Routing, pl *router.Plan, run Run) error {
+	e.Sharded = pl
+	defer func() { e.Sharded = nil }()
 	if rt.Merge != "" {
 		return e.Fail(MergeErr(rt, pl))
 	}

@@ -129,7 +129,7 @@ func (e *Engine) Prepare(n *backend.Node, read bool, key, text string, ref *back
 			ncols = int(binary.LittleEndian.Uint16(d[5:]))
 			binary.LittleEndian.PutUint32(d[1:], id)
 		}
-		if err := e.Client.Packet(d); err != nil {
+		if err := e.Client.Packet(e.colDef(d)); err != nil {
 			return err
 		}
 		i++

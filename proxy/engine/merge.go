@@ -218,7 +218,7 @@ func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool) error 
 		return err
 	}
 	for _, d := range defs {
-		if err := e.Client.Packet(d); err != nil {
+		if err := e.Client.Packet(e.colDef(d)); err != nil {
 			return err
 		}
 	}

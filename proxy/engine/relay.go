@@ -140,7 +140,7 @@ func (e *Engine) relayColumns(bc *backend.Conn, p []byte) (uint64, error) {
 			typ, _, _ := wire.ColumnType(cp, bc.ExtTypeInfo())
 			e.ColTypes = append(e.ColTypes, typ)
 		}
-		if err := e.Client.Packet(cp); err != nil {
+		if err := e.Client.Packet(e.colDef(cp)); err != nil {
 			return 0, err
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-mysql-org/go-mysql/client"
 )
 
 // allRows returns every row of q as text (NULL as "NULL"), each row's
@@ -246,5 +248,45 @@ func TestShardDDLCheck(t *testing.T) {
 	wantErrContains(t, "ALTER failing on one sub-table", err, 1062, "sh_user_0006")
 	if !strings.Contains(err.Error(), "changed: ") || !strings.Contains(err.Error(), "not changed: sh_user_0006, sh_user_0007") {
 		t.Errorf("the error does not say which sub-tables changed: %v", err)
+	}
+}
+
+// Column definitions of answers from sharded tables name the logical
+// table (table and org_table), as a plain table's would, whatever the
+// route: one sub-table, a fan-out, a merge, a prepared statement.
+func TestShardColumnTableNames(t *testing.T) {
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	mustExec(t, p.open(t, "ks:ks", "shard_e2e", ""), "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
+	c, err := client.Connect(p.Addr, "ks", "ks", "shard_e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, q := range []string{"SELECT id, name FROM sh_user WHERE id = 5", "SELECT * FROM sh_user",
+		"SELECT id FROM sh_user ORDER BY id", "SELECT u.id FROM sh_user AS u WHERE u.id = 3"} {
+		r, err := c.Execute(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range r.Fields {
+			if string(f.OrgTable) != "sh_user" || string(f.Table) != "sh_user" && string(f.Table) != "u" {
+				t.Errorf("%s: column %s: table %q, org_table %q; want sh_user", q, f.Name, f.Table, f.OrgTable)
+			}
+		}
+	}
+	st, err := c.Prepare("SELECT id, name FROM sh_user WHERE id = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r, err := st.Execute(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Fields {
+		if string(f.OrgTable) != "sh_user" {
+			t.Errorf("prepared: column %s: org_table %q; want sh_user", f.Name, f.OrgTable)
+		}
 	}
 }
