@@ -34,6 +34,7 @@ type Conns interface {
 	Lost(bc *backend.Conn) (held string)
 	Pinned() *backend.Conn
 	Holding() bool  // a transaction is open or deferred, or autocommit is off
+	TxOpen() bool   // a transaction is open or deferred
 	Deferred() bool // a BEGIN is deferred
 	Status() uint16 // the status the client sees between statements
 }

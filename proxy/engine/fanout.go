@@ -120,14 +120,17 @@ func (e *Engine) sendBatch(l *Leg) error {
 // slowest node's. The answers are relayed as one result set (isSelect:
 // rows in sub-table order, never buffered) or summed into one OK.
 func (e *Engine) fanOut(rt *router.Routing, isSelect, read bool, send func(l *Leg) error) error {
-	if len(rt.Routes) > 1 && e.Conns.Holding() {
-		where, after := holding(e.Conns.Status())
-		return e.Fail(crossNode("keyshard: %s this statement would touch nodes %s and %s; "+
-			"a transaction can touch one node only%s", where, rt.Routes[0].Node, rt.Routes[1].Node, after))
-	}
 	p := Write
 	if read {
 		p = Read
+	}
+	if len(rt.Routes) > 1 && e.Conns.Holding() {
+		if !read || e.Conns.TxOpen() {
+			where, after := holding(e.Conns.Status())
+			return e.Fail(crossNode("keyshard: %s this statement would touch nodes %s and %s; "+
+				"a transaction can touch one node only%s", where, rt.Routes[0].Node, rt.Routes[1].Node, after))
+		}
+		p |= AutocommitOn // autocommit off, no transaction open yet: a read as of now
 	}
 	legs := make([]Leg, 0, len(rt.Routes))
 	for i := range rt.Routes {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -41,6 +42,12 @@ const (
 	// pinned one. (Released like any other, it may become the pinned one
 	// when the session has state to keep and nothing pinned yet.)
 	Extra
+	// AutocommitOn: a read over several nodes or sub-tables while
+	// autocommit is off and no transaction is open runs with autocommit on
+	// (each of its connections would otherwise open a transaction the
+	// session could not keep): it reads the data as of now. The session's
+	// own setting is not learned from such a connection.
+	AutocommitOn
 )
 
 // Lease owns the backend connections a client session holds, and why. A
@@ -88,9 +95,10 @@ type Lease struct {
 	cursors    int    // statements with an open cursor (they pin the connection)
 	lastWrite  int64  // unix nanos of the session's last write
 	meta       *backend.Conn
-	lastRead   *backend.Pool // the replica pool of the last read acquire
-	lost       string        // session state lost with a pinned connection (see TakeLost)
-	status     uint16        // the server status of the session's last answer (see Status)
+	lastRead   *backend.Pool   // the replica pool of the last read acquire
+	lost       string          // session state lost with a pinned connection (see TakeLost)
+	acOn       []*backend.Conn // connections acquired AutocommitOn, not released yet
+	status     uint16          // the server status of the session's last answer (see Status)
 }
 
 // Pinned returns the pinned connection (nil: none).
@@ -152,6 +160,10 @@ func inTrans(bc *backend.Conn) bool {
 // is off (the next statement opens one where it runs).
 func (l *Lease) Holding() bool { return l.txBegin != "" || !l.Vars.Autocommit || l.InTx() }
 
+// TxOpen reports whether a transaction is open or deferred (autocommit off
+// alone is not one yet).
+func (l *Lease) TxOpen() bool { return l.txBegin != "" || l.InTx() }
+
 // Status is the server status the client should see between statements:
 // the backend's, as the session's last answer left it (autocommit, no
 // backslash escapes...), without the flags that describe one statement.
@@ -211,7 +223,7 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 		var bc *backend.Conn
 		if p&Read != 0 {
 			if rp, _ := l.readPool(n, nil); rp != nil {
-				bc, _ = l.synced(rp)
+				bc, _ = l.synced(rp, false)
 			}
 		}
 		var err error
@@ -222,6 +234,15 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 			l.meta = bc // released as it came: pinned or pooled, never (un)pinned
 		}
 		return bc, err
+	}
+	if p&AutocommitOn != 0 && !l.Vars.Autocommit {
+		if n == nil {
+			n = l.Default
+		}
+		if n == nil {
+			return nil, ErrNoSchema(l.User)
+		}
+		return l.synced(n.Master, true)
 	}
 	if p&Extra != 0 {
 		var pool *backend.Pool
@@ -234,7 +255,7 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 		if pool == nil {
 			pool = n.Master
 		}
-		return l.synced(pool)
+		return l.synced(pool, false)
 	}
 	if p&Read != 0 {
 		rp, err := l.readPool(n, skip)
@@ -243,7 +264,7 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 		}
 		if rp != nil {
 			l.lastRead = rp
-			bc, err := l.synced(rp)
+			bc, err := l.synced(rp, false)
 			if err != nil && skip == nil && retryRead(err) {
 				// Once more elsewhere: another replica or the master.
 				return l.acquire(n, p|Retry)
@@ -309,7 +330,7 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 				"a transaction can touch one node only (the transaction is still open)", n.Name, l.pinned.Node())
 		}
 	}
-	bc, err := l.synced(n.Master)
+	bc, err := l.synced(n.Master, false)
 	if err != nil {
 		return nil, err
 	}
@@ -324,14 +345,17 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 }
 
 // synced gets a connection from pool p and syncs it to the session.
-func (l *Lease) synced(p *backend.Pool) (*backend.Conn, error) {
+func (l *Lease) synced(p *backend.Pool, acOn bool) (*backend.Conn, error) {
 	bc, err := p.Get(l.Ctx, backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB))
 	if err != nil {
 		return nil, err
 	}
-	if err := bc.Sync(l.Vars.DB, l.Vars.Multi, l.Vars.Autocommit, l.Vars.State); err != nil {
+	if err := bc.Sync(l.Vars.DB, l.Vars.Multi, l.Vars.Autocommit || acOn, l.Vars.State); err != nil {
 		l.putBack(bc)
 		return nil, err
+	}
+	if acOn && !l.Vars.Autocommit {
+		l.acOn = append(l.acOn, bc)
 	}
 	return bc, nil
 }
@@ -348,6 +372,13 @@ func (l *Lease) putBack(bc *backend.Conn) {
 // Release gives back a connection from Acquire: it stays pinned if the
 // session needs it, else goes back to its pool (closed if broken).
 func (l *Lease) Release(bc *backend.Conn) {
+	if i := slices.Index(l.acOn, bc); i >= 0 {
+		// Autocommit forced on for one read: back to the pool as it is
+		// (Sync sets it for the next user), the session's setting intact.
+		l.acOn = slices.Delete(l.acOn, i, i+1)
+		l.putBack(bc)
+		return
+	}
 	if !bc.Broken() {
 		// The session's settings as the server now reports them (SET
 		// autocommit in a batch or a procedure included).

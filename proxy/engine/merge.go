@@ -20,7 +20,8 @@ import (
 // read says the statement is read-only (router.ReadOnly): its legs may then
 // read from the nodes' replicas.
 func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg) error) error {
-	if e.Conns.Holding() {
+	acOn := e.Conns.Holding() && read && !e.Conns.TxOpen() // autocommit off, no transaction open yet: a read as of now
+	if e.Conns.Holding() && !acOn {
 		where, after := holding(e.Conns.Status())
 		return e.Fail(Errorf(KindNotSupported, "keyshard: %s, this SELECT cannot read %d sub-tables of sharded table %s and merge them: "+
 			"that runs on a connection per sub-table, each of which would be a transaction of its own; run it with autocommit on "+
@@ -40,13 +41,16 @@ func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg)
 	if read {
 		p |= Read
 	}
+	if acOn {
+		p |= AutocommitOn
+	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
 		n := e.Nodes[r.Node]
 		for j := range r.SQL {
 			var bc *backend.Conn
 			var err error
-			if pinned := e.Conns.Pinned(); pinned != nil && pinned.Pool() == n.Master && !usedPinned {
+			if pinned := e.Conns.Pinned(); pinned != nil && pinned.Pool() == n.Master && !usedPinned && !acOn {
 				bc, usedPinned = pinned, true
 				e.Trace.WaitDone(bc)
 			} else if bc, err = e.Conns.Acquire(n, p); err != nil {

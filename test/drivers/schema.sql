@@ -4,6 +4,9 @@ SET NAMES utf8mb4;
 CREATE DATABASE IF NOT EXISTS ks_compat;
 USE ks_compat;
 DROP TABLE IF EXISTS t_types, t_rows, t_prep, t_bulk, t_txn, t_multi;
+-- The ORM cases' table: sharded by keyshard for user orm (4 sub-tables),
+-- a plain table directly; each side creates it.
+DROP TABLE IF EXISTS orm_items, orm_items_0000, orm_items_0001, orm_items_0002, orm_items_0003;
 CREATE TABLE t_types (
   id INT PRIMARY KEY, i INT, big BIGINT UNSIGNED, d DECIMAL(10,2), f DOUBLE,
   s VARCHAR(20), dt DATETIME, n INT NULL, j JSON, b VARBINARY(8)
@@ -29,3 +32,7 @@ CREATE USER IF NOT EXISTS 'ks2'@'127.0.0.1' IDENTIFIED BY 'ks2';
 CREATE USER IF NOT EXISTS 'ks2'@'localhost' IDENTIFIED BY 'ks2';
 GRANT ALL PRIVILEGES ON ks_compat.* TO 'ks2'@'127.0.0.1';
 GRANT ALL PRIVILEGES ON ks_compat.* TO 'ks2'@'localhost';
+CREATE USER IF NOT EXISTS 'orm'@'127.0.0.1' IDENTIFIED BY 'orm';
+CREATE USER IF NOT EXISTS 'orm'@'localhost' IDENTIFIED BY 'orm';
+GRANT ALL PRIVILEGES ON ks_compat.* TO 'orm'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON ks_compat.* TO 'orm'@'localhost';

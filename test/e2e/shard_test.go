@@ -633,6 +633,24 @@ func TestShardAutocommitOff(t *testing.T) {
 	mustExecConn(t, c, "COMMIT")
 	_, err = c.ExecContext(ctx, "DELETE FROM sh_user WHERE id IN (1, 5)")
 	wantErrContains(t, "a two-node write with autocommit off", err, 1235, "with autocommit off")
+	// A read over both nodes, no transaction open yet, reads as of now
+	// (as DB-API drivers and ORMs, autocommit off by default, need)...
+	var n int
+	if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM sh_user").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("a read over both nodes with autocommit off: %d, %v", n, err)
+	}
+	if got := queryColConn(t, c, "SELECT id FROM sh_user ORDER BY id", 0); strings.Join(got, ",") != "1" {
+		t.Fatalf("a merged read with autocommit off: %v", got)
+	}
+	// ...and leaves the session's autocommit off, with no transaction.
+	if err := c.QueryRowContext(ctx, "SELECT @@autocommit").Scan(&ac); err != nil || ac != 0 {
+		t.Fatalf("@@autocommit after the read = %d, %v; want 0", ac, err)
+	}
+	// Inside a transaction it is refused.
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (2, 'two')")
+	err = c.QueryRowContext(ctx, "SELECT COUNT(*) FROM sh_user").Scan(&n)
+	wantErrContains(t, "a read over both nodes inside a transaction", err, 1235, "inside a transaction")
+	mustExecConn(t, c, "ROLLBACK")
 	mustExecConn(t, c, "SET autocommit = 1")
 	if r, err := c.ExecContext(ctx, "DELETE FROM sh_user WHERE id IN (1, 5)"); err != nil || rowsAffected(r) != 1 {
 		t.Fatalf("two-node delete with autocommit on: %v", err)

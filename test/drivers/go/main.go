@@ -323,6 +323,7 @@ var cases = []struct {
 			}
 		})
 	}},
+	{"gorm", gormCase},
 	{"pool", func() any {
 		db := open("ks_compat", opts)
 		defer db.Close()

@@ -216,9 +216,64 @@ def case_change_user():
     return r
 
 
+def case_orm():
+    """SQLAlchemy on a table that keyshard shards (user orm: orm_items, 4
+    sub-tables; directly a plain table): create, CRUD through the ORM,
+    reflection, and Alembic's autogenerate compare, which must find the
+    table as its model says."""
+    import sqlalchemy as sa
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+    dialect = "pymysql" if DRV == "pymysql" else "mysqldb"
+    engine = sa.create_engine(f"mysql+{dialect}://orm:orm@{HOST}:{PORT}/ks_compat?charset=utf8mb4")
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Item(Base):
+        __tablename__ = "orm_items"
+        id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+        name: Mapped[str] = mapped_column(sa.String(64), index=True)
+        price: Mapped[float] = mapped_column(sa.Numeric(10, 2), nullable=True)
+        sku: Mapped[str] = mapped_column(sa.String(16), unique=True, nullable=True)
+
+    r = {}
+    try:
+        Base.metadata.drop_all(engine)
+        Base.metadata.create_all(engine)
+        with Session(engine) as s:
+            s.add_all([Item(id=i, name=f"n{i % 3}", price=i * 1.5, sku=f"s{i}") for i in range(1, 9)])
+            s.commit()
+            it = s.get(Item, 5)
+            it.price = 99
+            s.commit()
+            s.delete(s.get(Item, 2))
+            s.commit()
+            r["rows"] = [[i.id, i.name, str(i.price), i.sku] for i in s.scalars(sa.select(Item).order_by(Item.id))]
+            r["count_n1"] = s.scalar(sa.select(sa.func.count()).select_from(Item).where(Item.name == "n1"))
+        insp = sa.inspect(engine)
+        r["has_table"] = insp.has_table("orm_items")
+        r["tables"] = [t for t in insp.get_table_names() if t.startswith("orm")]
+        r["columns"] = [[c["name"], str(c["type"]), c["nullable"], str(c.get("default")), c.get("autoincrement")]
+                        for c in insp.get_columns("orm_items")]
+        r["pk"] = insp.get_pk_constraint("orm_items")
+        r["indexes"] = sorted([[i["name"], i["column_names"], bool(i["unique"])] for i in insp.get_indexes("orm_items")])
+        r["unique"] = sorted([[u["name"], u["column_names"]] for u in insp.get_unique_constraints("orm_items")])
+        with engine.connect() as conn:
+            mc = MigrationContext.configure(conn, opts={
+                "include_name": lambda name, type_, parent: type_ != "table" or name == "orm_items"})
+            diffs = compare_metadata(mc, Base.metadata)
+        r["autogenerate_diffs"] = [str(d) for d in diffs]
+    finally:
+        engine.dispose()
+    return r
+
+
 CASES = [case_server_version, case_connect_db, case_connect_nodb, case_select_types, case_insert_update,
          case_prepared, case_txn, case_call_proc, case_multi_stmt, case_multi_stmt_error, case_errors,
-         case_warnings]
+         case_warnings, case_orm]
 if DRV == "mysqlclient":
     CASES.append(case_change_user)
 
