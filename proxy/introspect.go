@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/engine"
@@ -34,6 +36,36 @@ func (s *Session) look(l *router.Look, sql string, info router.Info) error {
 		return s.fail(err)
 	}
 	return s.cl.NullableResultSet(cols, rows, s.lease.Status())
+}
+
+// loadData runs LOAD DATA LOCAL INFILE into a sharded table (see
+// engine.LoadData); without a column list, the table's columns are read
+// from its first sub-table to find the shard key's field.
+func (s *Session) loadData(ld *router.Load) error {
+	if ld.Key < 0 {
+		t := ld.Table
+		bc, err := s.lease.Acquire(s.eng.Nodes[t.NodeOf(0)], engine.Extra|engine.AutocommitOn)
+		if err != nil {
+			return s.fail(err)
+		}
+		res, err := bc.Exec("SELECT LOWER(column_name) FROM information_schema.columns WHERE table_schema = " + backend.Quote(t.DB) +
+			" AND table_name = " + backend.Quote(t.SubTableName(0)) + " ORDER BY ordinal_position")
+		s.lease.Release(bc)
+		if err != nil {
+			return s.fail(err)
+		}
+		cols := make([]string, len(res.Rows))
+		for i, r := range res.Rows {
+			cols[i] = deref(r[0])
+		}
+		if len(cols) == 0 {
+			return s.fail(&mysql.MyError{Code: mysql.ER_NO_SUCH_TABLE, State: "42S02", Message: fmt.Sprintf("Table '%s.%s' doesn't exist", t.DB, t.Table)})
+		}
+		if err := ld.SetColumns(cols); err != nil {
+			return s.fail(err)
+		}
+	}
+	return s.eng.LoadData(ld)
 }
 
 // explain answers EXPLAIN of a statement on sharded tables: the statement

@@ -417,6 +417,15 @@ func (s *Session) query(p []byte) error {
 	if why := router.Sticky(info); why != "" {
 		s.lease.Stick(why)
 	}
+	if info.Kind == router.KindLoad && s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 {
+		ld, err := s.route.PlanLoad(s.getParser(), sql, s.vars.DB)
+		if err != nil {
+			return s.fail(err)
+		}
+		if ld != nil {
+			return s.loadData(ld)
+		}
+	}
 	if s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 && lookable(sql, info) {
 		if l := s.route.Look(s.getParser(), sql, s.vars.DB); l != nil {
 			return s.look(l, sql, info)

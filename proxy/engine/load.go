@@ -1,0 +1,261 @@
+package engine
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/router"
+)
+
+// loadChunk is how many bytes of lines a sub-table's stream gathers before
+// they are sent as one packet.
+const loadChunk = 64 << 10
+
+// loadLeg is one sub-table's LOAD DATA of a sharded load.
+type loadLeg struct {
+	bc      *backend.Conn
+	sub     string
+	buf     []byte
+	reading bool // the server asked for the file: it reads until the empty packet
+	err     *mysql.MyError
+	ok      wire.OK
+}
+
+// LoadData runs LOAD DATA LOCAL INFILE into a sharded table: one LOAD DATA
+// per sub-table, each on a connection of its own inside a transaction;
+// the client's file is read once, split line by line by shard key, each
+// line sent as it is to its sub-table. If all succeed, each sub-table's
+// transaction commits, and the answer sums their rows and warnings; if
+// any fails, or a line's key maps to no sub-table, all roll back and the
+// error says where (the line, or the sub-table). Memory is one line and a
+// buffer per sub-table, whatever the file's size.
+func (e *Engine) LoadData(ld *router.Load) error {
+	t := ld.Table
+	if !e.Client.LocalFiles() {
+		return e.Fail(&mysql.MyError{Code: mysql.ER_NOT_ALLOWED_COMMAND, State: "42000",
+			Message: "The used command is not allowed with this MariaDB version: the client did not enable LOCAL INFILE"})
+	}
+	if e.Conns.TxOpen() {
+		return e.Fail(Errorf(KindNotSupported, "keyshard: LOAD DATA into sharded table %s cannot run inside a transaction: "+
+			"it loads each sub-table on a connection of its own (the transaction is still open)", t.Table))
+	}
+	n := len(t.Rule.Tables())
+	legs := make([]loadLeg, 0, n)
+	release := func() {
+		for i := range legs {
+			e.Conns.Release(legs[i].bc)
+		}
+	}
+	for i := range n {
+		bc, err := e.Conns.Acquire(e.Nodes[t.NodeOf(i)], Extra|AutocommitOn)
+		if err != nil {
+			release()
+			return e.Fail(err)
+		}
+		legs = append(legs, loadLeg{bc: bc, sub: t.SubTableName(i)})
+	}
+	// Open each sub-table's transaction and its LOAD DATA.
+	for i := range legs {
+		l := &legs[i]
+		if _, err := l.bc.Exec("BEGIN"); err != nil {
+			release()
+			return e.Fail(err)
+		}
+		bp := l.bc.Packets()
+		if err := bp.WriteCommandString(mysql.COM_QUERY, ld.Sub(i)); err != nil || bp.Flush() != nil {
+			l.bc.MarkBroken()
+			release()
+			return e.Fail(lostConn(l.bc, err))
+		}
+	}
+	var failed error
+	for i := range legs {
+		l := &legs[i]
+		p, err := l.bc.Packets().ReadPacket()
+		switch {
+		case err != nil:
+			l.bc.MarkBroken()
+			failed = lostConn(l.bc, err)
+		case len(p) > 0 && p[0] == wire.LocalInfileHdr:
+			l.reading = true
+		case len(p) > 0 && p[0] == wire.ErrHeader:
+			l.err = wire.ParseErr(p)
+			if failed == nil {
+				failed = &mysql.MyError{Code: l.err.Code, State: l.err.State, Message: "keyshard: node " + l.bc.Node() + " " + l.sub + ": " + l.err.Message}
+			}
+		default:
+			l.bc.MarkBroken()
+			failed = lostConn(l.bc, wire.ErrMalformed)
+		}
+	}
+	if failed == nil {
+		failed = e.loadFile(ld, legs)
+	}
+	var ce *ClientError
+	if cerr, ok := failed.(*ClientError); ok {
+		ce = cerr
+	}
+	// End every file stream, read every answer.
+	var affected uint64
+	var warnings uint16
+	var records, deleted, skipped uint64
+	for i := range legs {
+		l := &legs[i]
+		if !l.reading || l.bc.Broken() {
+			continue
+		}
+		bp := l.bc.Packets()
+		if len(l.buf) > 0 && ce == nil && failed == nil {
+			if err := bp.WritePacket(l.buf); err != nil {
+				l.bc.MarkBroken()
+				continue
+			}
+		}
+		if err := bp.WritePacket(nil); err != nil || bp.Flush() != nil {
+			l.bc.MarkBroken()
+			if failed == nil {
+				failed = lostConn(l.bc, err)
+			}
+			continue
+		}
+		p, err := bp.ReadPacket()
+		switch {
+		case err != nil:
+			l.bc.MarkBroken()
+			if failed == nil {
+				failed = lostConn(l.bc, err)
+			}
+		case len(p) > 0 && p[0] == wire.ErrHeader:
+			me := wire.ParseErr(p)
+			if failed == nil {
+				failed = &mysql.MyError{Code: me.Code, State: me.State, Message: "keyshard: node " + l.bc.Node() + " " + l.sub + ": " + me.Message}
+			}
+		default:
+			ok, perr := wire.ParseOK(p)
+			if perr != nil {
+				l.bc.MarkBroken()
+				if failed == nil {
+					failed = lostConn(l.bc, perr)
+				}
+				continue
+			}
+			l.bc.SetStatus(ok.Status)
+			affected += ok.AffectedRows
+			warnings += ok.Warnings
+			r, d, s := loadInfo(string(ok.Info))
+			records, deleted, skipped = records+r, deleted+d, skipped+s
+		}
+	}
+	// All or nothing: commit every sub-table's rows, or none.
+	end := "COMMIT"
+	if failed != nil {
+		end = "ROLLBACK"
+	}
+	for i := range legs {
+		l := &legs[i]
+		if l.bc.Broken() {
+			continue
+		}
+		if _, err := l.bc.Exec(end); err != nil && failed == nil {
+			failed = err
+		}
+	}
+	release()
+	if ce != nil {
+		return ce
+	}
+	if failed != nil {
+		return e.Fail(failed)
+	}
+	e.Last.RowCount = int64(affected)
+	e.Trace.Sent(0, affected)
+	info := "Records: " + strconv.FormatUint(records, 10) + "  Deleted: " + strconv.FormatUint(deleted, 10) +
+		"  Skipped: " + strconv.FormatUint(skipped, 10) + "  Warnings: " + strconv.Itoa(int(warnings))
+	return e.Client.OK(affected, 0, e.Conns.Status(), warnings, info)
+}
+
+// loadFile asks the client for the file and splits it between the legs
+// (those reading: all, when it is called). The file is read to its end
+// whatever happens, as the protocol wants; the first problem is returned.
+func (e *Engine) loadFile(ld *router.Load, legs []loadLeg) error {
+	cp := e.Client.pkt
+	if err := e.Client.Packet(append([]byte{wire.LocalInfileHdr}, ld.Path...)); err != nil {
+		return err
+	}
+	if err := cp.Flush(); err != nil {
+		return &ClientError{err}
+	}
+	var failed error
+	skip := ld.IgnoreLines
+	sc := router.NewLoadScanner(ld.Format, ld.Key)
+	emit := func(l *router.LoadLine) error {
+		if failed != nil {
+			return nil
+		}
+		if skip > 0 {
+			skip--
+			return nil
+		}
+		i := 0 // a line without a key goes to the first sub-table, whose server skips or refuses it
+		if !l.NoKey {
+			if l.Null {
+				failed = Errorf(KindNotSupported, "keyshard: LOAD DATA into sharded table %s, line %d: shard key %s is NULL",
+					ld.Table.Table, l.N, ld.Table.Key)
+				return nil
+			}
+			var err error
+			if i, err = ld.Find(router.KeyValue(l.Key), l.N); err != nil {
+				failed = err
+				return nil
+			}
+		}
+		leg := &legs[i]
+		leg.buf = append(leg.buf, l.Raw...)
+		if len(leg.buf) >= loadChunk {
+			bp := leg.bc.Packets()
+			if err := bp.WritePacket(leg.buf); err != nil || bp.Flush() != nil {
+				leg.bc.MarkBroken()
+				failed = lostConn(leg.bc, err)
+				return nil
+			}
+			leg.buf = leg.buf[:0]
+		}
+		return nil
+	}
+	for {
+		p, err := cp.ReadPacket()
+		if err != nil {
+			for i := range legs {
+				legs[i].bc.MarkBroken() // mid-file: their streams cannot end cleanly
+			}
+			return &ClientError{err}
+		}
+		if len(p) == 0 {
+			break
+		}
+		_ = sc.Feed(p, emit)
+	}
+	_ = sc.End(emit)
+	return failed
+}
+
+// loadInfo reads the counts of a LOAD DATA's OK info ("Records: 3
+// Deleted: 0  Skipped: 0  Warnings: 0").
+func loadInfo(info string) (records, deleted, skipped uint64) {
+	f := strings.Fields(info)
+	for i := 0; i+1 < len(f); i += 2 {
+		v, _ := strconv.ParseUint(f[i+1], 10, 64)
+		switch f[i] {
+		case "Records:":
+			records = v
+		case "Deleted:":
+			deleted = v
+		case "Skipped:":
+			skipped = v
+		}
+	}
+	return records, deleted, skipped
+}
