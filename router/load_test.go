@@ -40,8 +40,8 @@ func TestPlanLoad(t *testing.T) {
 		t.Errorf("SetColumns: %v %d", err, l.Key)
 	}
 	for sql, want := range map[string]string{
-		"LOAD DATA INFILE '/srv/x' INTO TABLE orders":                    "use LOAD DATA LOCAL INFILE",
-		"LOAD DATA LOCAL INFILE 'x' INTO TABLE orders (a, b)":            "must read its shard key id from the file",
+		"LOAD DATA INFILE '/srv/x' INTO TABLE orders":                      "use LOAD DATA LOCAL INFILE",
+		"LOAD DATA LOCAL INFILE 'x' INTO TABLE orders (a, b)":              "must read its shard key id from the file",
 		"LOAD DATA LOCAL INFILE 'x' INTO TABLE orders (a, @v) SET id = @v": "sets its shard key id with SET",
 	} {
 		if _, err := s.PlanLoad(p, sql, "app"); err == nil || !strings.Contains(err.Error(), want) {
