@@ -48,11 +48,7 @@ func (l *Leg) ended(status uint16) bool {
 
 // first reads the first packet of the leg's next answer (never empty).
 func (l *Leg) first(t Tracer) ([]byte, error) {
-	p, err := l.BC.Packets().ReadPacket()
-	for err == nil && wire.IsProgress(p) {
-		// Several nodes' progress reports cannot make one: dropped.
-		p, err = l.BC.Packets().ReadPacket()
-	}
+	p, err := readAnswer(l.BC) // several nodes' progress reports cannot make one: dropped
 	if err != nil {
 		return nil, lostConn(l.BC, err)
 	}

@@ -74,7 +74,7 @@ func (e *Engine) LoadData(ld *router.Load) error {
 	var failed error
 	for i := range legs {
 		l := &legs[i]
-		p, err := l.bc.Packets().ReadPacket()
+		p, err := readAnswer(l.bc)
 		switch {
 		case err != nil:
 			l.bc.MarkBroken()
@@ -121,7 +121,7 @@ func (e *Engine) LoadData(ld *router.Load) error {
 			}
 			continue
 		}
-		p, err := bp.ReadPacket()
+		p, err := readAnswer(l.bc)
 		switch {
 		case err != nil:
 			l.bc.MarkBroken()
@@ -240,6 +240,16 @@ func (e *Engine) loadFile(ld *router.Load, legs []loadLeg) error {
 	}
 	_ = sc.End(emit)
 	return failed
+}
+
+// readAnswer reads the first packet of an answer on bc, skipping MariaDB
+// progress reports (one load of several: none is relayed).
+func readAnswer(bc *backend.Conn) ([]byte, error) {
+	p, err := bc.Packets().ReadPacket()
+	for err == nil && wire.IsProgress(p) {
+		p, err = bc.Packets().ReadPacket()
+	}
+	return p, err
 }
 
 // loadInfo reads the counts of a LOAD DATA's OK info ("Records: 3

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 )
@@ -99,6 +102,19 @@ func TestShardLoadData(t *testing.T) {
 	path = write("nullkey.txt", "1\ta\n\\N\tb\n")
 	_, err = db.Exec(fmt.Sprintf("LOAD DATA LOCAL INFILE '%s' INTO TABLE sh_log", path))
 	wantErrContains(t, "a NULL key", err, 1235, "line 2: shard key id is NULL")
+	// The mariadb CLI (libmariadb, which asks for progress reports: the
+	// sub-tables' loads send them) loads as well.
+	path = write("cli.csv", "9001,cli,a\n9002,cli,b\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cli := exec.CommandContext(ctx, "mariadb", "--local-infile=1", "-h127.0.0.1", "-P"+strings.Split(p.Addr, ":")[1], "-uks", "-pks", "shard_e2e",
+		"-e", fmt.Sprintf("LOAD DATA LOCAL INFILE '%s' INTO TABLE sh_user FIELDS TERMINATED BY ','", path))
+	if out, err := cli.CombinedOutput(); err != nil {
+		t.Fatalf("mariadb CLI LOAD DATA: %v\n%s", err, out)
+	}
+	if err := db.QueryRow("SELECT COUNT(*) FROM sh_user WHERE name = 'cli'").Scan(&count); err != nil || count != 2 {
+		t.Fatalf("rows loaded by the CLI: %d, %v", count, err)
+	}
 	// A server-side file cannot be split.
 	_, err = db.Exec("LOAD DATA INFILE '/tmp/x' INTO TABLE sh_log")
 	wantErrContains(t, "LOAD DATA INFILE", err, 1235, "use LOAD DATA LOCAL INFILE")
