@@ -85,10 +85,17 @@ func (c *Conn) Prepare(key, sql string, ref *StmtRef, each func(p []byte) error)
 // evictStmts closes every cached statement but cursor holders (their
 // COM_STMT_CLOSE goes out with the next command); it returns how many.
 func (c *Conn) evictStmts() int {
+	return c.closeStmts(func(*Stmt) bool { return true })
+}
+
+// closeStmts closes the cached statements drop picks, but cursor holders
+// (their COM_STMT_CLOSE goes out with the next command); it returns how
+// many.
+func (c *Conn) closeStmts(drop func(st *Stmt) bool) int {
 	n := 0
 	for st := c.stmts.tail; st != nil; {
 		prev := st.prev
-		if !st.Cursor {
+		if !st.Cursor && drop(st) {
 			c.stmts.unlink(st)
 			delete(c.stmts.byKey, st.key)
 			c.closeStmt(st.ID)

@@ -77,16 +77,5 @@ func (c *Conn) closeUnheld() int {
 		return 0
 	}
 	c.dropsSeen = d
-	n := 0
-	for st := c.stmts.tail; st != nil; {
-		prev := st.prev
-		if !st.Cursor && st.ref != nil && st.ref.n.Load() <= 0 {
-			c.stmts.unlink(st)
-			delete(c.stmts.byKey, st.key)
-			c.closeStmt(st.ID)
-			n++
-		}
-		st = prev
-	}
-	return n
+	return c.closeStmts(func(st *Stmt) bool { return st.ref != nil && st.ref.n.Load() <= 0 })
 }

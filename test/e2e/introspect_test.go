@@ -18,9 +18,19 @@ func allRows(t *testing.T, db *sql.DB, q string, args ...any) []string {
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
+	var out []string
+	for _, r := range scanRows(t, rows) {
+		out = append(out, strings.Join(r, "|"))
+	}
+	return out
+}
+
+// scanRows reads and closes rows: each value as text, NULL as "NULL".
+func scanRows(t *testing.T, rows *sql.Rows) [][]string {
+	t.Helper()
 	defer rows.Close()
 	cols, _ := rows.Columns()
-	var out []string
+	var out [][]string
 	for rows.Next() {
 		vals := make([]sql.NullString, len(cols))
 		ptrs := make([]any, len(cols))
@@ -30,14 +40,14 @@ func allRows(t *testing.T, db *sql.DB, q string, args ...any) []string {
 		if err := rows.Scan(ptrs...); err != nil {
 			t.Fatal(err)
 		}
-		parts := make([]string, len(cols))
+		row := make([]string, len(cols))
 		for i, v := range vals {
-			parts[i] = "NULL"
+			row[i] = "NULL"
 			if v.Valid {
-				parts[i] = v.String
+				row[i] = v.String
 			}
 		}
-		out = append(out, strings.Join(parts, "|"))
+		out = append(out, row)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)

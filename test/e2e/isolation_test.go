@@ -534,19 +534,9 @@ func queryColConn(t *testing.T, c *sql.Conn, q string, col int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
 	var out []string
-	for rows.Next() {
-		vals := make([]sql.RawBytes, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, string(vals[col]))
+	for _, r := range scanRows(t, rows) {
+		out = append(out, r[col])
 	}
 	return out
 }
