@@ -24,9 +24,9 @@ func (s *Session) look(l *router.Look, sql string, info router.Info) error {
 		n := s.eng.Nodes[l.Node]
 		s.eng.RowHook = func(row []byte) []byte { return renameRow(row, l) }
 		defer func() { s.eng.RowHook = nil }()
-		return s.eng.Forward(n, nil, &l.SQL, &info)
+		return s.eng.Lookup(n, l.SQL, &info)
 	}
-	bc, err := s.lease.Acquire(nil, engine.Read)
+	bc, err := s.lease.Acquire(s.node, engine.Extra|engine.AutocommitOn)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -42,25 +42,32 @@ func (s *Session) look(l *router.Look, sql string, info router.Info) error {
 // engine.LoadData); without a column list, the table's columns are read
 // from its first sub-table to find the shard key's field.
 func (s *Session) loadData(ld *router.Load) error {
+	t := ld.Table
+	bc, err := s.lease.Acquire(s.eng.Nodes[t.NodeOf(0)], engine.Extra|engine.AutocommitOn)
+	if err != nil {
+		return s.fail(err)
+	}
+	res, err := bc.Exec("SELECT LOWER(column_name), LOWER(data_type) FROM information_schema.columns WHERE table_schema = " +
+		backend.Quote(t.DB) + " AND table_name = " + backend.Quote(t.SubTableName(0)) + " ORDER BY ordinal_position")
+	s.lease.Release(bc)
+	if err != nil {
+		return s.fail(err)
+	}
+	if len(res.Rows) == 0 {
+		return s.fail(&mysql.MyError{Code: mysql.ER_NO_SUCH_TABLE, State: "42S02", Message: fmt.Sprintf("Table '%s.%s' doesn't exist", t.DB, t.Table)})
+	}
+	cols := make([]string, len(res.Rows))
+	for i, r := range res.Rows {
+		cols[i] = deref(r[0])
+		if cols[i] == t.Key {
+			switch deref(r[1]) {
+			case "tinyint", "smallint", "mediumint", "int", "bigint", "year":
+				ld.IntKey = true
+			}
+		}
+	}
 	if ld.Key < 0 {
-		t := ld.Table
-		bc, err := s.lease.Acquire(s.eng.Nodes[t.NodeOf(0)], engine.Extra|engine.AutocommitOn)
-		if err != nil {
-			return s.fail(err)
-		}
-		res, err := bc.Exec("SELECT LOWER(column_name) FROM information_schema.columns WHERE table_schema = " + backend.Quote(t.DB) +
-			" AND table_name = " + backend.Quote(t.SubTableName(0)) + " ORDER BY ordinal_position")
-		s.lease.Release(bc)
-		if err != nil {
-			return s.fail(err)
-		}
-		cols := make([]string, len(res.Rows))
-		for i, r := range res.Rows {
-			cols[i] = deref(r[0])
-		}
-		if len(cols) == 0 {
-			return s.fail(&mysql.MyError{Code: mysql.ER_NO_SUCH_TABLE, State: "42S02", Message: fmt.Sprintf("Table '%s.%s' doesn't exist", t.DB, t.Table)})
-		}
+		// No column list: the file's fields are the table's columns.
 		if err := ld.SetColumns(cols); err != nil {
 			return s.fail(err)
 		}
@@ -105,7 +112,7 @@ func (s *Session) explain(sql string, info router.Info) (handled bool, err error
 	}
 	s.eng.RowHook = func(row []byte) []byte { return renameRow(row, l) }
 	defer func() { s.eng.RowHook = nil }()
-	return true, s.eng.Forward(s.eng.Nodes[rt.Routes[0].Node], nil, &q, &info)
+	return true, s.eng.Lookup(s.eng.Nodes[rt.Routes[0].Node], q, &info)
 }
 
 // explained returns where the statement EXPLAIN (at sql[at:]) explains
@@ -202,7 +209,7 @@ func (s *Session) tableStatus(l *router.Look, ncols int) ([][]*string, error) {
 	var cols []string
 	for node, names := range byNode {
 		q := "SHOW TABLE STATUS FROM " + quoteName(l.DB) + " WHERE Name IN (" + quoteList(names) + ")"
-		bc, err := s.lease.Acquire(s.eng.Nodes[node], engine.Read)
+		bc, err := s.lease.Acquire(s.eng.Nodes[node], engine.Extra|engine.AutocommitOn)
 		if err != nil {
 			return nil, err
 		}
@@ -268,7 +275,7 @@ func (s *Session) existing(l *router.Look) (map[string]bool, error) {
 	}
 	out := map[string]bool{}
 	for node, names := range byNode {
-		bc, err := s.lease.Acquire(s.eng.Nodes[node], engine.Read)
+		bc, err := s.lease.Acquire(s.eng.Nodes[node], engine.Extra|engine.AutocommitOn)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/router"
@@ -31,15 +32,20 @@ type SubTableCheck struct {
 }
 
 // subTableSQL reads, for the listed tables of a database, a digest of
-// each one's columns and indexes and its estimated rows.
+// each one's columns and indexes and its estimated rows. A digest is the
+// count and the sum of per-row hashes, so no length limit
+// (group_concat_max_len) cuts it short.
 const subTableSQL = `SELECT t.table_name, t.table_rows,
- (SELECT MD5(GROUP_CONCAT(CONCAT_WS('|', c.column_name, c.column_type, c.is_nullable, IFNULL(c.column_default, '~'),
-   c.extra, c.column_key, IFNULL(c.collation_name, '~')) ORDER BY c.ordinal_position SEPARATOR ';'))
+ (SELECT CONCAT(COUNT(*), ':', SUM(CONV(LEFT(MD5(CONCAT_WS('|', c.ordinal_position, c.column_name, c.column_type, c.is_nullable,
+   IFNULL(c.column_default, '~'), c.extra, c.column_key, IFNULL(c.collation_name, '~'))), 15), 16, 10)))
   FROM information_schema.columns c WHERE c.table_schema = t.table_schema AND c.table_name = t.table_name),
- (SELECT MD5(GROUP_CONCAT(CONCAT_WS('|', s.index_name, s.non_unique, s.seq_in_index, s.column_name, IFNULL(s.sub_part, '~'),
-   s.index_type) ORDER BY s.index_name, s.seq_in_index SEPARATOR ';'))
+ (SELECT CONCAT(COUNT(*), ':', SUM(CONV(LEFT(MD5(CONCAT_WS('|', s.index_name, s.non_unique, s.seq_in_index, s.column_name,
+   IFNULL(s.sub_part, '~'), s.index_type)), 15), 16, 10)))
   FROM information_schema.statistics s WHERE s.table_schema = t.table_schema AND s.table_name = t.table_name)
  FROM information_schema.tables t WHERE t.table_schema = %s AND t.table_name IN (%s)`
+
+// checkTimeout bounds one node's answer to the sub-table check.
+const checkTimeout = 30 * time.Second
 
 // checkRule reads the sub-tables of rule t from their nodes.
 func checkRule(ctx context.Context, nodes map[string]*backend.Node, t *router.TableRule) ([]SubTableCheck, error) {
@@ -63,8 +69,9 @@ func checkRule(ctx context.Context, nodes map[string]*backend.Node, t *router.Ta
 		if err != nil {
 			return nil, err
 		}
+		_ = bc.SetDeadline(time.Now().Add(checkTimeout))
 		res, err := bc.Exec(fmt.Sprintf(subTableSQL, backend.Quote(t.DB), quoteList(names)))
-		if err != nil {
+		if err != nil || bc.SetDeadline(time.Time{}) != nil {
 			bc.MarkBroken()
 		}
 		nd.Master.Put(bc)

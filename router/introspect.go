@@ -103,7 +103,7 @@ func (s *Schema) lookTable(show *ast.ShowStmt, stmt ast.StmtNode, db string) *Lo
 	}
 	logical := show.Table.Name.O
 	show.Table.Name = ast.NewCIStr(t.subNames[0])
-	text, err := restore(stmt)
+	text, err := restoreEscaped(stmt)
 	if err != nil {
 		return nil
 	}
@@ -139,7 +139,7 @@ func (s *Schema) lookList(show *ast.ShowStmt, db string) *Look {
 		l.Like = v.GetString()
 	}
 	if show.Where != nil {
-		w, err := restore(show.Where)
+		w, err := restoreEscaped(show.Where)
 		if err != nil {
 			return nil
 		}
@@ -192,7 +192,7 @@ func (s *Schema) lookInfoSchema(stmt ast.StmtNode) *Look {
 	for _, lit := range v.lits {
 		lit.SetString(v.rule.subNames[0])
 	}
-	text, err := restore(stmt)
+	text, err := restoreEscaped(stmt)
 	if err != nil {
 		return nil
 	}

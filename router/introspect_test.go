@@ -1,6 +1,7 @@
 package router
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/keyshard/keyshard/router/shard"
@@ -64,5 +65,14 @@ func TestLookList(t *testing.T) {
 	}
 	if !s.IsSubTable("App", "ORDERS_0003") || s.IsSubTable("app", "orders_0004") || s.IsSubTable("other", "orders_0000") {
 		t.Error("IsSubTable")
+	}
+}
+
+// Strings written out again keep their backslashes.
+func TestLookEscapes(t *testing.T) {
+	s := lookSchema(t)
+	l := s.Look(NewParser(), `SELECT column_name FROM information_schema.columns WHERE table_name = 'orders' AND column_name LIKE 'a\\_b'`, "app")
+	if l == nil || !strings.Contains(l.SQL, `LIKE 'a\\_b'`) {
+		t.Fatalf("Look: %+v", l)
 	}
 }

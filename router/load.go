@@ -2,7 +2,9 @@ package router
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -35,6 +37,9 @@ type Load struct {
 	Columns []string
 	// Key is the shard key's index among Columns (-1 until known).
 	Key int
+	// IntKey: the key column is of an integer type (its text is read as
+	// the server would, see KeyValue); set by the proxy.
+	IntKey bool
 
 	head, tail string // the statement around the table name, for Sub
 }
@@ -94,6 +99,10 @@ func (s *Schema) PlanLoad(p *Parser, sql, db string) (*Load, error) {
 	if l.Format.LineTerm == "" || l.Format.FieldTerm == "" && l.Format.Enclosed == "" {
 		return nil, errorf("LOAD DATA into sharded table %s: fixed-width rows (empty terminators) are not supported", t.Table)
 	}
+	if l.Format.Escaped != "" && l.Format.Escaped == l.Format.Enclosed {
+		return nil, errorf("LOAD DATA into sharded table %s: ESCAPED BY the ENCLOSED BY character is not supported; "+
+			"ESCAPED BY '' reads doubled quotes", t.Table)
+	}
 	if ld.IgnoreLines != nil {
 		l.IgnoreLines = *ld.IgnoreLines
 	}
@@ -152,39 +161,18 @@ func (l *Load) Sub(i int) string {
 
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
-// quoteString quotes s as an SQL string with every special byte escaped.
-func quoteString(s string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\\', '\'':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case 0:
-			b.WriteString(`\0`)
-		case 0x1a:
-			b.WriteString(`\Z`)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('\'')
-	return b.String()
-}
+// hexString writes s as a hexadecimal literal, which means the same bytes
+// whatever the sql_mode (NO_BACKSLASH_ESCAPES) and character set.
+func hexString(s string) string { return "X'" + hex.EncodeToString([]byte(s)) + "'" }
 
-// restoreLoad writes a LOAD DATA statement back as SQL, with its strings
-// escaped (TiDB's own Restore writes FIELDS and LINES strings raw).
+// restoreLoad writes a LOAD DATA statement back as SQL, its FIELDS and
+// LINES strings as hexadecimal literals (TiDB's own Restore writes them
+// raw).
 func restoreLoad(ld *ast.LoadDataStmt) (string, error) {
 	var b strings.Builder
-	b.WriteString("LOAD DATA LOCAL INFILE ")
-	b.WriteString(quoteString(ld.Path))
+	// The file name is the backend's request to keyshard, which sends the
+	// lines whatever it says.
+	b.WriteString("LOAD DATA LOCAL INFILE 'keyshard'")
 	switch ld.OnDuplicate {
 	case ast.OnDuplicateKeyHandlingReplace:
 		b.WriteString(" REPLACE")
@@ -202,25 +190,25 @@ func restoreLoad(ld *ast.LoadDataStmt) (string, error) {
 	if f := ld.FieldsInfo; f != nil {
 		b.WriteString(" FIELDS")
 		if f.Terminated != nil {
-			b.WriteString(" TERMINATED BY " + quoteString(*f.Terminated))
+			b.WriteString(" TERMINATED BY " + hexString(*f.Terminated))
 		}
 		if f.Enclosed != nil {
 			if f.OptEnclosed {
 				b.WriteString(" OPTIONALLY")
 			}
-			b.WriteString(" ENCLOSED BY " + quoteString(*f.Enclosed))
+			b.WriteString(" ENCLOSED BY " + hexString(*f.Enclosed))
 		}
 		if f.Escaped != nil {
-			b.WriteString(" ESCAPED BY " + quoteString(*f.Escaped))
+			b.WriteString(" ESCAPED BY " + hexString(*f.Escaped))
 		}
 	}
 	if li := ld.LinesInfo; li != nil {
 		b.WriteString(" LINES")
 		if li.Starting != nil {
-			b.WriteString(" STARTING BY " + quoteString(*li.Starting))
+			b.WriteString(" STARTING BY " + hexString(*li.Starting))
 		}
 		if li.Terminated != nil {
-			b.WriteString(" TERMINATED BY " + quoteString(*li.Terminated))
+			b.WriteString(" TERMINATED BY " + hexString(*li.Terminated))
 		}
 	}
 	if len(ld.ColumnsAndUserVars) > 0 {
@@ -243,7 +231,7 @@ func restoreLoad(ld *ast.LoadDataStmt) (string, error) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			expr, err := restore(a.Expr)
+			expr, err := restoreEscaped(a.Expr)
 			if err != nil {
 				return "", err
 			}
@@ -274,9 +262,11 @@ type LoadLine struct {
 	N    int    // its number, from 1
 	Key  []byte // the shard key field, unescaped (nil with Null or NoKey)
 	Null bool   // the key field is NULL (\N, or NULL unenclosed)
-	// NoKey: the line has no shard key field (too few fields), or lacks
-	// the LINES STARTING BY prefix (the server skips such a line).
+	// NoKey: the line has no shard key field (too few fields).
 	NoKey bool
+	// Skip: the line lacks the LINES STARTING BY prefix: the server
+	// skips it.
+	Skip bool
 }
 
 // Feed scans chunk, calling emit for each line it completes.
@@ -338,12 +328,12 @@ func (s *LoadScanner) scanLine(b []byte, atEOF bool) (*LoadLine, int) {
 				break
 			}
 			if bytes.HasPrefix(b[i:], lt) {
-				return done(i+len(lt), &LoadLine{NoKey: true}) // no prefix: the server skips the line
+				return done(i+len(lt), &LoadLine{Skip: true}) // no prefix: the server skips the line
 			}
 		}
 		if !found {
 			if atEOF {
-				return done(len(b), &LoadLine{NoKey: true})
+				return done(len(b), &LoadLine{Skip: true})
 			}
 			return nil, 0
 		}
@@ -440,7 +430,9 @@ func (s *LoadScanner) unescape(v []byte, enclosed bool) ([]byte, bool) {
 	if !enclosed && f.Enclosed != "" && string(v) == "NULL" {
 		return nil, true
 	}
-	if f.Escaped == "" && f.Enclosed == "" || bytes.IndexByte(v, f.Escaped[0]) < 0 && (f.Enclosed == "" || bytes.IndexByte(v, f.Enclosed[0]) < 0) {
+	hasEsc := f.Escaped != "" && bytes.IndexByte(v, f.Escaped[0]) >= 0
+	hasEnc := enclosed && f.Enclosed != "" && bytes.IndexByte(v, f.Enclosed[0]) >= 0
+	if !hasEsc && !hasEnc {
 		return v, false
 	}
 	out := make([]byte, 0, len(v))
@@ -475,16 +467,43 @@ func (s *LoadScanner) unescape(v []byte, enclosed bool) ([]byte, bool) {
 	return out, false
 }
 
-// KeyValue is a shard key field's text as the rule takes it: an integer
-// when it reads as one, else the text.
-func KeyValue(b []byte) any {
-	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
-		return n
+// KeyValue is a shard key field's text as the rule takes it, for a key
+// column of integer type (intKey) as the server stores the text: spaces
+// around it and what follows the number dropped, a fraction rounded
+// ('5\r', ' 5', '5.0' are 5); ok is false when the text holds no number.
+// Other keys are the text itself.
+func KeyValue(b []byte, intKey bool) (v any, ok bool) {
+	if !intKey {
+		return string(b), true
 	}
-	if n, err := strconv.ParseUint(string(b), 10, 64); err == nil {
-		return n
+	s := strings.TrimLeft(string(b), " \t\r\n")
+	end := 0
+	if end < len(s) && (s[end] == '-' || s[end] == '+') {
+		end++
 	}
-	return string(b)
+	digits := end
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+	}
+	if end == digits {
+		return nil, false
+	}
+	if end < len(s) && s[end] == '.' {
+		j := end + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if f, err := strconv.ParseFloat(s[:j], 64); err == nil {
+			return int64(math.Round(f)), true // half away from zero, as the server rounds
+		}
+	}
+	if n, err := strconv.ParseInt(s[:end], 10, 64); err == nil {
+		return n, true
+	}
+	if n, err := strconv.ParseUint(strings.TrimPrefix(s[:end], "+"), 10, 64); err == nil {
+		return n, true
+	}
+	return nil, false
 }
 
 // Find returns the sub-table of the line whose shard key is v, or an

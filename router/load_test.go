@@ -29,8 +29,8 @@ func TestPlanLoad(t *testing.T) {
 	if l.Key != 2 || l.IgnoreLines != 2 || l.Path != "/tmp/o.csv" || l.Format != (LoadFormat{FieldTerm: ",", Enclosed: `"`, Escaped: `\`, OptEnclosed: true, LineStart: ">", LineTerm: "\r\n"}) {
 		t.Errorf("load: %+v", l)
 	}
-	want := "LOAD DATA LOCAL INFILE '/tmp/o.csv' REPLACE INTO TABLE `orders_0003` FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '\\\\' " +
-		"LINES STARTING BY '>' TERMINATED BY '\\r\\n' (`name`, @`skip`, `id`) SET `note` = UPPER(`name`)"
+	want := "LOAD DATA LOCAL INFILE 'keyshard' REPLACE INTO TABLE `orders_0003` FIELDS TERMINATED BY X'2c' OPTIONALLY ENCLOSED BY X'22' " +
+		"ESCAPED BY X'5c' LINES STARTING BY X'3e' TERMINATED BY X'0d0a' (`name`, @`skip`, `id`) SET `note` = UPPER(`name`)"
 	if got := l.Sub(3); got != want {
 		t.Errorf("Sub(3) =\n%s\nwant\n%s", got, want)
 	}
@@ -40,9 +40,10 @@ func TestPlanLoad(t *testing.T) {
 		t.Errorf("SetColumns: %v %d", err, l.Key)
 	}
 	for sql, want := range map[string]string{
-		"LOAD DATA INFILE '/srv/x' INTO TABLE orders":                      "use LOAD DATA LOCAL INFILE",
-		"LOAD DATA LOCAL INFILE 'x' INTO TABLE orders (a, b)":              "must read its shard key id from the file",
-		"LOAD DATA LOCAL INFILE 'x' INTO TABLE orders (a, @v) SET id = @v": "sets its shard key id with SET",
+		`LOAD DATA LOCAL INFILE 'x' INTO TABLE orders FIELDS ENCLOSED BY '"' ESCAPED BY '"'`: "ESCAPED BY the ENCLOSED BY character",
+		"LOAD DATA INFILE '/srv/x' INTO TABLE orders":                                        "use LOAD DATA LOCAL INFILE",
+		"LOAD DATA LOCAL INFILE 'x' INTO TABLE orders (a, b)":                                "must read its shard key id from the file",
+		"LOAD DATA LOCAL INFILE 'x' INTO TABLE orders (a, @v) SET id = @v":                   "sets its shard key id with SET",
 	} {
 		if _, err := s.PlanLoad(p, sql, "app"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", sql, err, want)
@@ -62,7 +63,7 @@ func scanAll(t *testing.T, f LoadFormat, key int, data string, n int) []string {
 	emit := func(l *LoadLine) error {
 		k := string(l.Key)
 		switch {
-		case l.NoKey:
+		case l.NoKey || l.Skip:
 			k = "-"
 		case l.Null:
 			k = "NULL"
@@ -105,6 +106,8 @@ func TestLoadScanner(t *testing.T) {
 		{"starting by", LoadFormat{FieldTerm: ",", LineStart: "ks:", LineTerm: "\n", Escaped: `\`}, 0, "junk ks:5,a\nno prefix\nks:6\n",
 			[]string{`1 5 "junk ks:5,a\n"`, `2 - "no prefix\n"`, `3 6 "ks:6\n"`}},
 		{"no final terminator", tsv, 0, "1\n2", []string{`1 1 "1\n"`, `2 2 "2"`}},
+		{"csv without escapes", LoadFormat{FieldTerm: ",", Enclosed: `"`, LineTerm: "\n"}, 0, "\"a\\b\"\"c\",1\n",
+			[]string{`1 a\b"c "\"a\\b\"\"c\",1\n"`}},
 	} {
 		whole := scanAll(t, c.f, c.key, c.data, 0)
 		if strings.Join(whole, "|") != strings.Join(c.want, "|") {
@@ -116,5 +119,18 @@ func TestLoadScanner(t *testing.T) {
 				t.Errorf("%s in chunks of %d:\n%q\nwant\n%q", c.name, n, got, whole)
 			}
 		}
+	}
+}
+
+func TestKeyValue(t *testing.T) {
+	for in, want := range map[string]any{"5": int64(5), "5\r": int64(5), " 5": int64(5), "5.0": int64(5), "4.5": int64(5),
+		"-4.5": int64(-5), "7abc": int64(7), "18446744073709551615": uint64(18446744073709551615), "x": nil, "": nil} {
+		v, ok := KeyValue([]byte(in), true)
+		if want == nil && ok || want != nil && v != want {
+			t.Errorf("KeyValue(%q) = %v %v, want %v", in, v, ok, want)
+		}
+	}
+	if v, ok := KeyValue([]byte(" 5"), false); !ok || v != " 5" {
+		t.Errorf("string key: %v", v)
 	}
 }

@@ -2,7 +2,6 @@ package router
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -11,11 +10,12 @@ import (
 
 // PlacementChanges compares the shard rules of a schema before (old) and
 // after (cur) a configuration change and describes, for each table that
-// has rows under the old rule, what changes where they are looked for:
-// its key, type, nodes, sub-tables or their limits. After such a change,
-// rows already written would be looked for in other sub-tables, so they
-// would look lost. New tables, removed rules and a date rule that only
-// gains periods (each old sub-table stays on its node) are not changes.
+// has rows under the old rule, what changes where they are looked for: its
+// key, type, or a sub-table that moves, goes, or now holds other keys; or
+// the rule removed (its rows would be looked for on the default node).
+// Rules that only grow without moving a key (a range or date rule gaining
+// sub-tables at the end, a list rule gaining values) are not changes, nor
+// are new tables, nor fields a rule's type does not use.
 func PlacementChanges(old, cur SchemaConfig) []string {
 	byName := map[string]*TableConfig{}
 	for i := range cur.Tables {
@@ -28,6 +28,7 @@ func PlacementChanges(old, cur SchemaConfig) []string {
 		name := strings.ToLower(o.DB + "." + o.Table)
 		n := byName[name]
 		if n == nil {
+			out = append(out, "table "+name+": its shard rule is removed (its rows would be looked for on the default node)")
 			continue
 		}
 		if why := placementChange(o, n); why != "" {
@@ -46,43 +47,45 @@ func placementChange(o, n *TableConfig) string {
 	if o.Shard.Type != n.Shard.Type {
 		return fmt.Sprintf("type %s -> %s", o.Shard.Type, n.Shard.Type)
 	}
-	if strings.HasPrefix(o.Shard.Type, "date_") {
-		// A date's sub-table is named by the date alone: the rule may
-		// gain periods, as long as each old sub-table stays on its node.
+	or, err1 := shard.New(o.Shard)
+	nr, err2 := shard.New(n.Shard)
+	if err1 != nil || err2 != nil {
+		return "the rule"
+	}
+	// Every old sub-table stays, on its node.
+	at := map[string]string{}
+	for _, st := range nr.Tables() {
+		at[st.Suffix] = n.Nodes[st.Node]
+	}
+	for _, st := range or.Tables() {
+		node, ok := at[st.Suffix]
+		switch {
+		case !ok:
+			return fmt.Sprintf("sub-table %s%s is no longer in the rule", o.Table, st.Suffix)
+		case node != o.Nodes[st.Node]:
+			return fmt.Sprintf("sub-table %s%s moves from node %s to %s", o.Table, st.Suffix, o.Nodes[st.Node], node)
+		}
+	}
+	// And each key still maps to the sub-table it mapped to.
+	switch t := o.Shard.Type; {
+	case t == "hash" || t == "consistent_hash":
+		if len(or.Tables()) != len(nr.Tables()) || t == "consistent_hash" && !slices.Equal(o.Nodes, n.Nodes) {
+			return fmt.Sprintf("%d -> %d sub-tables (a %s rule maps every key anew)", len(or.Tables()), len(nr.Tables()), t)
+		}
+	case t == "range":
+		if o.Shard.TableRowLimit != n.Shard.TableRowLimit {
+			return fmt.Sprintf("table_row_limit %d -> %d", o.Shard.TableRowLimit, n.Shard.TableRowLimit)
+		}
+	case t == "list":
+		for v, i := range o.Shard.ListValues {
+			if j, ok := n.Shard.ListValues[v]; !ok || j != i {
+				return fmt.Sprintf("list value %s moves or goes", v)
+			}
+		}
+	case strings.HasPrefix(t, "date_"):
 		if o.Shard.Location.String() != n.Shard.Location.String() {
 			return fmt.Sprintf("time zone %s -> %s", o.Shard.Location, n.Shard.Location)
 		}
-		or, err1 := shard.New(o.Shard)
-		nr, err2 := shard.New(n.Shard)
-		if err1 != nil || err2 != nil {
-			return "date_range"
-		}
-		at := map[string]string{}
-		for _, st := range nr.Tables() {
-			at[st.Suffix] = n.Nodes[st.Node]
-		}
-		for _, st := range or.Tables() {
-			if node, ok := at[st.Suffix]; !ok || node != o.Nodes[st.Node] {
-				if !ok {
-					return fmt.Sprintf("date_range: sub-table %s%s is no longer covered", o.Table, st.Suffix)
-				}
-				return fmt.Sprintf("date_range: sub-table %s%s moves from node %s to %s", o.Table, st.Suffix, o.Nodes[st.Node], node)
-			}
-		}
-		if !slices.Equal(o.Nodes[:min(len(o.Nodes), len(n.Nodes))], n.Nodes[:min(len(o.Nodes), len(n.Nodes))]) {
-			return fmt.Sprintf("nodes %v -> %v", o.Nodes, n.Nodes)
-		}
-		return ""
-	}
-	switch {
-	case !slices.Equal(o.Nodes, n.Nodes):
-		return fmt.Sprintf("nodes %v -> %v", o.Nodes, n.Nodes)
-	case !slices.Equal(o.Shard.Locations, n.Shard.Locations):
-		return fmt.Sprintf("locations %v -> %v", o.Shard.Locations, n.Shard.Locations)
-	case o.Shard.TableRowLimit != n.Shard.TableRowLimit:
-		return fmt.Sprintf("table_row_limit %d -> %d", o.Shard.TableRowLimit, n.Shard.TableRowLimit)
-	case !reflect.DeepEqual(o.Shard.ListValues, n.Shard.ListValues):
-		return "list_values"
 	}
 	return ""
 }

@@ -732,6 +732,14 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 		}
 	case *ast.AlterTableStmt:
 		names = []*ast.TableName{st.Table}
+		for _, spec := range st.Specs {
+			if spec.Tp == ast.AlterTableRenameTable {
+				if r := b.ddlRule(st.Table); r != nil {
+					return nil, errorf("RENAME TABLE of sharded table %s is not supported: its sub-tables and its shard rule "+
+						"keep their names (rename them and the rule together, then reload)", r.Table)
+				}
+			}
+		}
 	case *ast.DropTableStmt:
 		names = st.Tables
 	case *ast.TruncateTableStmt:

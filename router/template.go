@@ -51,9 +51,18 @@ type template []segment
 const restoreFlags = format.RestoreStringSingleQuotes | format.RestoreKeyWordUppercase |
 	format.RestoreNameBackQuotes | format.RestoreStringWithoutDefaultCharset
 
-func restore(n ast.Node) (string, error) {
+func restore(n ast.Node) (string, error) { return restoreWith(n, restoreFlags) }
+
+// restoreEscaped is restore for a statement whose string literals are
+// written out again (not spliced from the client's text): backslashes in
+// them are escaped, as the default sql_mode reads them.
+func restoreEscaped(n ast.Node) (string, error) {
+	return restoreWith(n, restoreFlags|format.RestoreStringEscapeBackslash)
+}
+
+func restoreWith(n ast.Node, flags format.RestoreFlags) (string, error) {
 	var sb strings.Builder
-	if err := n.Restore(format.NewRestoreCtx(restoreFlags, &sb)); err != nil {
+	if err := n.Restore(format.NewRestoreCtx(flags, &sb)); err != nil {
 		return "", err
 	}
 	out := sb.String()

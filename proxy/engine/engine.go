@@ -208,6 +208,21 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 	if info != nil && cmd == mysql.COM_QUERY && router.ReadOnly(*info) {
 		p = Read
 	}
+	return e.forward(n, raw, sql, info, after, p, retriable)
+}
+
+// Lookup runs sql, a statement that reads metadata (introspection of a
+// sharded table), on node n on a connection of its own: never the pinned
+// one, never inside the session's transaction, with autocommit on.
+func (e *Engine) Lookup(n *backend.Node, sql string, info *router.Info) error {
+	return e.forward(n, nil, &sql, info, nil, Extra|AutocommitOn, false)
+}
+
+func (e *Engine) forward(n *backend.Node, raw []byte, sql *string, info *router.Info, after func(bc *backend.Conn, res Result), p Purpose, retriable bool) error {
+	cmd := byte(mysql.COM_QUERY)
+	if raw != nil {
+		cmd = raw[0]
+	}
 	for attempt := 0; ; attempt++ {
 		bc, err := e.Conns.Acquire(n, p)
 		if err != nil {

@@ -376,6 +376,9 @@ func (l *Lease) Release(bc *backend.Conn) {
 		// Autocommit forced on for one read: back to the pool as it is
 		// (Sync sets it for the next user), the session's setting intact.
 		l.acOn = slices.Delete(l.acOn, i, i+1)
+		if inTrans(bc) {
+			bc.MarkBroken() // never pooled inside a transaction
+		}
 		l.putBack(bc)
 		return
 	}

@@ -20,8 +20,7 @@ type loadLeg struct {
 	sub     string
 	buf     []byte
 	reading bool // the server asked for the file: it reads until the empty packet
-	err     *mysql.MyError
-	ok      wire.OK
+	clean   bool // its transaction ended (COMMIT or ROLLBACK answered): reusable
 }
 
 // LoadData runs LOAD DATA LOCAL INFILE into a sharded table: one LOAD DATA
@@ -44,15 +43,19 @@ func (e *Engine) LoadData(ld *router.Load) error {
 	}
 	n := len(t.Rule.Tables())
 	legs := make([]loadLeg, 0, n)
-	release := func() {
+	defer func() {
+		// A connection whose transaction or file stream did not end
+		// cleanly (an error, a panic) is closed, never reused.
 		for i := range legs {
+			if !legs[i].clean {
+				legs[i].bc.MarkBroken()
+			}
 			e.Conns.Release(legs[i].bc)
 		}
-	}
+	}()
 	for i := range n {
 		bc, err := e.Conns.Acquire(e.Nodes[t.NodeOf(i)], Extra|AutocommitOn)
 		if err != nil {
-			release()
 			return e.Fail(err)
 		}
 		legs = append(legs, loadLeg{bc: bc, sub: t.SubTableName(i)})
@@ -61,13 +64,10 @@ func (e *Engine) LoadData(ld *router.Load) error {
 	for i := range legs {
 		l := &legs[i]
 		if _, err := l.bc.Exec("BEGIN"); err != nil {
-			release()
 			return e.Fail(err)
 		}
 		bp := l.bc.Packets()
 		if err := bp.WriteCommandString(mysql.COM_QUERY, ld.Sub(i)); err != nil || bp.Flush() != nil {
-			l.bc.MarkBroken()
-			release()
 			return e.Fail(lostConn(l.bc, err))
 		}
 	}
@@ -82,9 +82,9 @@ func (e *Engine) LoadData(ld *router.Load) error {
 		case len(p) > 0 && p[0] == wire.LocalInfileHdr:
 			l.reading = true
 		case len(p) > 0 && p[0] == wire.ErrHeader:
-			l.err = wire.ParseErr(p)
+			me := wire.ParseErr(p)
 			if failed == nil {
-				failed = &mysql.MyError{Code: l.err.Code, State: l.err.State, Message: "keyshard: node " + l.bc.Node() + " " + l.sub + ": " + l.err.Message}
+				failed = &mysql.MyError{Code: me.Code, State: me.State, Message: "keyshard: node " + l.bc.Node() + " " + l.sub + ": " + me.Message}
 			}
 		default:
 			l.bc.MarkBroken()
@@ -99,8 +99,7 @@ func (e *Engine) LoadData(ld *router.Load) error {
 		ce = cerr
 	}
 	// End every file stream, read every answer.
-	var affected uint64
-	var warnings uint16
+	var affected, warnings uint64
 	var records, deleted, skipped uint64
 	for i := range legs {
 		l := &legs[i]
@@ -111,6 +110,7 @@ func (e *Engine) LoadData(ld *router.Load) error {
 		if len(l.buf) > 0 && ce == nil && failed == nil {
 			if err := bp.WritePacket(l.buf); err != nil {
 				l.bc.MarkBroken()
+				failed = lostConn(l.bc, err)
 				continue
 			}
 		}
@@ -144,7 +144,7 @@ func (e *Engine) LoadData(ld *router.Load) error {
 			}
 			l.bc.SetStatus(ok.Status)
 			affected += ok.AffectedRows
-			warnings += ok.Warnings
+			warnings = min(warnings+uint64(ok.Warnings), 65535)
 			r, d, s := loadInfo(string(ok.Info))
 			records, deleted, skipped = records+r, deleted+d, skipped+s
 		}
@@ -154,16 +154,28 @@ func (e *Engine) LoadData(ld *router.Load) error {
 	if failed != nil {
 		end = "ROLLBACK"
 	}
+	var committed []string
 	for i := range legs {
 		l := &legs[i]
 		if l.bc.Broken() {
 			continue
 		}
-		if _, err := l.bc.Exec(end); err != nil && failed == nil {
-			failed = err
+		if _, err := l.bc.Exec(end); err != nil {
+			if failed == nil {
+				failed = err
+				if len(committed) > 0 {
+					failed = Errorf(KindNotSupported, "keyshard: LOAD DATA into sharded table %s: COMMIT failed on %s (%v) after it "+
+						"succeeded on %s, whose rows stay", t.Table, l.sub, err, strings.Join(committed, ", "))
+				}
+				end = "ROLLBACK" // the sub-tables not committed yet are not
+			}
+			continue
+		}
+		l.clean = true
+		if end == "COMMIT" {
+			committed = append(committed, l.sub)
 		}
 	}
-	release()
 	if ce != nil {
 		return ce
 	}
@@ -173,8 +185,8 @@ func (e *Engine) LoadData(ld *router.Load) error {
 	e.Last.RowCount = int64(affected)
 	e.Trace.Sent(0, affected)
 	info := "Records: " + strconv.FormatUint(records, 10) + "  Deleted: " + strconv.FormatUint(deleted, 10) +
-		"  Skipped: " + strconv.FormatUint(skipped, 10) + "  Warnings: " + strconv.Itoa(int(warnings))
-	return e.Client.OK(affected, 0, e.Conns.Status(), warnings, info)
+		"  Skipped: " + strconv.FormatUint(skipped, 10) + "  Warnings: " + strconv.FormatUint(warnings, 10)
+	return e.Client.OK(affected, 0, e.Conns.Status(), uint16(warnings), info)
 }
 
 // loadFile asks the client for the file and splits it between the legs
@@ -199,15 +211,26 @@ func (e *Engine) loadFile(ld *router.Load, legs []loadLeg) error {
 			skip--
 			return nil
 		}
-		i := 0 // a line without a key goes to the first sub-table, whose server skips or refuses it
-		if !l.NoKey {
-			if l.Null {
-				failed = Errorf(KindNotSupported, "keyshard: LOAD DATA into sharded table %s, line %d: shard key %s is NULL",
-					ld.Table.Table, l.N, ld.Table.Key)
+		i := 0 // a line the server skips (no LINES STARTING BY prefix) goes to the first sub-table
+		if !l.Skip {
+			why := ""
+			switch {
+			case l.NoKey:
+				why = "has no field for it"
+			case l.Null:
+				why = "is NULL"
+			}
+			v, ok := router.KeyValue(l.Key, ld.IntKey)
+			if why == "" && !ok {
+				why = "is not a number: " + strconv.Quote(string(l.Key))
+			}
+			if why != "" {
+				failed = Errorf(KindNotSupported, "keyshard: LOAD DATA into sharded table %s, line %d: shard key %s %s",
+					ld.Table.Table, l.N, ld.Table.Key, why)
 				return nil
 			}
 			var err error
-			if i, err = ld.Find(router.KeyValue(l.Key), l.N); err != nil {
+			if i, err = ld.Find(v, l.N); err != nil {
 				failed = err
 				return nil
 			}

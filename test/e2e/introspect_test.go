@@ -182,6 +182,7 @@ func TestShardRefusals(t *testing.T) {
 		{"CREATE TABLE copy AS SELECT * FROM sh_user", "CREATE TABLE ... SELECT with sharded table sh_user"},
 		{"CREATE TABLE copy LIKE sh_user", "CREATE TABLE ... LIKE sharded table sh_user"},
 		{"RENAME TABLE sh_user TO sh_people", "RENAME TABLE of sharded table sh_user"},
+		{"ALTER TABLE sh_user RENAME TO sh_people", "RENAME TABLE of sharded table sh_user"},
 		{"/*node9*/ SELECT * FROM sh_user WHERE id = 1", "hint /*node9*/ names no node"},
 	} {
 		_, err := db.Exec(c.sql)
