@@ -56,6 +56,7 @@ type Server struct {
 	baseState *backend.State
 	states    sync.Map          // collation id -> *backend.State
 	stmtRefs  *backend.StmtRefs // client statements per text, so the backend ones die with them
+	xa        *xaCoordinator    // commits writes over several nodes all or nothing
 
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -108,6 +109,8 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	s.black.Store(black)
 	s.snap.Store(snap)
 	s.learnIdentity(snap, time.Duration(cfg.ConnectTimeout))
+	s.xa = newXA(s)
+	go s.xa.run()
 	if cfg.Source() != "" {
 		go s.watchConfig(fileSum(cfg.Source()))
 	}
@@ -428,6 +431,7 @@ loop:
 		}
 	}
 	s.cancel()
+	<-s.xa.stopped
 	s.reloadMu.Lock() // no reload swaps in new nodes after this
 	for _, n := range s.snap.Load().nodes {
 		n.Close()

@@ -88,7 +88,7 @@ func newSession(srv *Server, snap *snapshot, id uint32, nc net.Conn) *Session {
 	s.cl = engine.NewClient(s.pkt, toMySQL)
 	s.tr.killed = &s.killed
 	s.lease = engine.Lease{Ctx: srv.ctx, Vars: &s.vars, Trace: &s.tr, OnDiscard: s.dropCursors}
-	s.eng = engine.Engine{Client: s.cl, Conns: &s.lease, Trace: &s.tr, Vars: &s.vars, Last: &s.last}
+	s.eng = engine.Engine{Client: s.cl, Conns: &s.lease, Trace: &s.tr, Vars: &s.vars, Last: &s.last, XA: srv.xa}
 	return s
 }
 

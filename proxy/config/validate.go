@@ -36,6 +36,9 @@ const (
 	defaultHealthCheck   = time.Second
 	defaultRYWWindow     = time.Second
 	defaultReadYourWrite = "master"
+	defaultXALogDB       = "keyshard"
+	defaultXARecover     = 30 * time.Second
+	defaultXATimeout     = 60 * time.Second
 
 	minMaxPacket = 1 << 10 // MySQL's own bounds for max_allowed_packet
 	maxMaxPacket = 1 << 30
@@ -104,6 +107,12 @@ func (c *Config) ApplyDefaults() {
 	c.ReadYourWrites = strings.ToLower(c.ReadYourWrites)
 	str(&c.ReadYourWrites, defaultReadYourWrite)
 	dur(&c.ReadYourWritesWindow, defaultRYWWindow)
+	str(&c.XALogDB, defaultXALogDB)
+	dur(&c.XARecoverInterval, defaultXARecover)
+	dur(&c.XAPreparedTimeout, defaultXATimeout)
+	if c.XALogNode == "" && len(c.SchemaList) > 0 {
+		c.XALogNode = c.SchemaList[0].Default
+	}
 	str(&c.DefaultAuthPlugin, defaultAuthPlugin)
 	num(&c.LogMaxSizeMB, defaultLogMaxSizeMB)
 	omitted(&c.LogMaxBackups, "log_max_backups", defaultLogMaxBackups)
@@ -127,6 +136,9 @@ func (c *Config) Validate() error {
 	users := c.validateUsers(p)
 	nodes := c.validateNodes(p)
 	c.validateSchemas(p, users, nodes)
+	if c.XALogNode != "" && nodes[c.XALogNode] == nil {
+		p.add(c.lineOf("xa_log_node"), "xa_log_node", "unknown node %q", c.XALogNode)
+	}
 	return p.err()
 }
 
@@ -178,6 +190,7 @@ func (c *Config) validateTop(p *problems) {
 		{"health_check_interval", c.HealthCheckInterval}, {"health_check_timeout", c.HealthCheckTimeout},
 		{"read_your_writes_window", c.ReadYourWritesWindow},
 		{"shutdown_timeout", c.ShutdownTimeout},
+		{"xa_recover_interval", c.XARecoverInterval}, {"xa_prepared_timeout", c.XAPreparedTimeout},
 	} {
 		if d.val < 0 {
 			p.add(at(d.key), d.key, "must not be negative, got %s", d.val)

@@ -87,6 +87,9 @@ type Engine struct {
 	// rare answer keyshard must correct (see the session's SHOW STATUS).
 	// Rows then go one packet at a time.
 	RowHook func(row []byte) []byte
+	// XA makes a write over several nodes commit on all or none (nil:
+	// each node commits its part on its own).
+	XA Atomic
 	// Sharded is the plan of the sharded statement running (nil: none):
 	// column definitions name its logical tables, not their sub-tables.
 	// Route sets it; set it around a Prepare of a sharded statement.
@@ -327,7 +330,7 @@ func (e *Engine) Route(rt *router.Routing, pl *router.Plan, run Run) error {
 	if send == nil {
 		send = e.sendBatch
 	}
-	return e.fanOut(rt, run.Kind == router.KindSelect, run.Read, send)
+	return e.fanOut(rt, run.Kind, run.Read, send)
 }
 
 // MergeErr refuses a statement over several sub-tables whose result needs

@@ -115,7 +115,8 @@ func (e *Engine) sendBatch(l *Leg) error {
 // any answer is read, so the nodes work in parallel and the latency is the
 // slowest node's. The answers are relayed as one result set (isSelect:
 // rows in sub-table order, never buffered) or summed into one OK.
-func (e *Engine) fanOut(rt *router.Routing, isSelect, read bool, send func(l *Leg) error) error {
+func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send func(l *Leg) error) error {
+	isSelect := kind == router.KindSelect
 	p := Write
 	if read {
 		p = Read
@@ -138,15 +139,42 @@ func (e *Engine) fanOut(rt *router.Routing, isSelect, read bool, send func(l *Le
 		}
 		legs = append(legs, Leg{BC: bc, Route: r})
 	}
+	var w *atomicWrite
+	if isWrite(kind) && (len(legs) > 1 && e.XA != nil || len(legs) == 1 && len(legs[0].Route.SQL) > 1) {
+		// All or nothing: an XA transaction over the nodes, or a local
+		// one around one node's sub-table statements.
+		w = &atomicWrite{e: e, legs: legs}
+		if err := w.begin(); err != nil {
+			e.releaseLegs(legs)
+			return e.Fail(err)
+		}
+	}
 	if err := e.sendLegs(legs, send, false); err != nil {
+		w.abort()
 		e.releaseLegs(legs)
 		return e.Fail(err)
 	}
+	if w != nil {
+		w.sent = true
+	}
 	e.Trace.Running(legs[0].BC)
 	var err error
-	if isSelect {
+	switch {
+	case isSelect:
 		err = e.relayScatter(legs)
-	} else {
+	case w != nil:
+		var sum okSum
+		if sum, err = e.gatherOKs(legs, rt, true); err == nil {
+			err = w.commit()
+		} else {
+			w.abort()
+		}
+		if err == nil {
+			err = e.answerOK(sum)
+		} else {
+			err = e.failRelay(err)
+		}
+	default:
 		err = e.collectOKs(legs, rt)
 	}
 	e.Trace.Running(nil)
@@ -320,6 +348,33 @@ func (e *Engine) failRelay(err error) error {
 // changed and those it did not: the others may have been applied, as with
 // any multi-statement batch (for DDL, see the DDL check in the proxy).
 func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
+	sum, err := e.gatherOKs(legs, rt, false)
+	if err != nil {
+		return e.failRelay(err)
+	}
+	return e.answerOK(sum)
+}
+
+// okSum is what the OKs of a write fan-out add up to.
+type okSum struct {
+	affected, insertID uint64
+	warnings           uint16
+}
+
+// answerOK answers a write fan-out with its summed OK.
+func (e *Engine) answerOK(s okSum) error {
+	e.Last.RowCount = int64(s.affected)
+	e.Trace.Sent(0, s.affected)
+	if s.insertID != 0 {
+		e.Last.InsertID = s.insertID
+	}
+	return e.Client.OK(s.affected, s.insertID, e.Conns.Status(), s.warnings, "")
+}
+
+// gatherOKs reads the answers of a write fan-out: the summed OK, or the
+// first error (naming its node and sub-table, and the sub-tables changed
+// and not) once every answer is read, or a lost connection at once.
+func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, error) {
 	var affected, insertID uint64
 	var warnings uint16
 	var failed *mysql.MyError
@@ -329,7 +384,7 @@ func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 		for more := true; more; {
 			p, err := l.first(e.Trace)
 			if err != nil {
-				return e.Fail(err)
+				return okSum{}, err
 			}
 			switch p[0] {
 			case wire.ErrHeader:
@@ -345,7 +400,7 @@ func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 			case wire.OKHeader:
 				ok, perr := wire.ParseOK(p)
 				if perr != nil {
-					return e.Fail(lostConn(l.BC, perr))
+					return okSum{}, lostConn(l.BC, perr)
 				}
 				changed = append(changed, l.sub())
 				l.BC.SetStatus(ok.Status)
@@ -367,15 +422,13 @@ func (e *Engine) collectOKs(legs []Leg, rt *router.Routing) error {
 		}
 	}
 	if failed != nil {
-		if len(changed) > 0 {
+		switch {
+		case atomic:
+			failed.Message += "; nothing was changed (rolled back on every sub-table)"
+		case len(changed) > 0:
 			failed.Message += "; changed: " + strings.Join(changed, ", ") + "; not changed: " + strings.Join(unchanged, ", ")
 		}
-		return e.Fail(failed)
+		return okSum{}, failed
 	}
-	e.Last.RowCount = int64(affected)
-	e.Trace.Sent(0, affected)
-	if insertID != 0 {
-		e.Last.InsertID = insertID
-	}
-	return e.Client.OK(affected, insertID, e.Conns.Status(), warnings, "")
+	return okSum{affected, insertID, warnings}, nil
 }

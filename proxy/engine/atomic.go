@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/keyshard/keyshard/router"
+)
+
+// Atomic writes: a write statement (INSERT, REPLACE, UPDATE, DELETE) that
+// runs on several nodes commits on all of them or on none, as one
+// statement does on one server. Its legs run inside one XA transaction,
+// one branch per node: XA START, the statements, XA END, XA PREPARE on
+// every node; then the commit decision is written durably (Atomic.Decide,
+// on the backends, where any keyshard instance's recovery finds it), and
+// only then XA COMMIT on every node. Until the decision, any failure rolls
+// every branch back; after it, a branch that fails to commit stays
+// prepared, and recovery commits it by the decision. A write on several
+// sub-tables of one node runs in a local transaction instead.
+
+// Atomic is the coordinator of XA transactions: the proxy's, which keeps
+// the decision log on a backend and recovers prepared branches.
+type Atomic interface {
+	// NewXID returns the id of a new XA transaction (it names the
+	// keyshard instance and carries its start time and a counter).
+	NewXID() string
+	// Decide records durably that transaction xid commits; with an
+	// error, none of its branches may commit.
+	Decide(ctx context.Context, xid string) error
+	// Done says every branch of xid committed: its decision may go.
+	Done(xid string)
+	// Outcome counts a finished transaction for metrics: committed or
+	// rolled back, over how many nodes.
+	Outcome(committed bool, nodes int)
+}
+
+// isWrite reports whether a statement kind changes rows (DDL aside: it
+// commits implicitly and cannot run inside a transaction).
+func isWrite(k router.Kind) bool {
+	switch k {
+	case router.KindInsert, router.KindReplace, router.KindUpdate, router.KindDelete:
+		return true
+	}
+	return false
+}
+
+// atomicWrite is one write fan-out run all or nothing.
+type atomicWrite struct {
+	e    *Engine
+	legs []Leg
+	xid  string // "" for a local transaction (one node)
+	sent bool   // the statements went out: an unfinished answer is a connection to close
+}
+
+// branch is the XA branch id of leg i: the transaction's id and the node.
+func (w *atomicWrite) branch(i int) string {
+	return fmt.Sprintf("'%s','%s'", w.xid, w.legs[i].BC.Node())
+}
+
+// begin opens the transaction on every leg.
+func (w *atomicWrite) begin() error {
+	if len(w.legs) > 1 {
+		w.xid = w.e.XA.NewXID()
+	}
+	for i := range w.legs {
+		q := "BEGIN"
+		if w.xid != "" {
+			q = "XA START " + w.branch(i)
+		}
+		if _, err := w.legs[i].BC.Exec(q); err != nil {
+			w.legs[i].BC.MarkBroken()
+			w.abort()
+			return err
+		}
+	}
+	return nil
+}
+
+// abort rolls every leg back. A connection whose branch cannot be ended
+// cleanly is closed, which rolls back an unprepared branch. It is a no-op
+// on a nil write.
+func (w *atomicWrite) abort() {
+	if w == nil {
+		return
+	}
+	for i := range w.legs {
+		bc := w.legs[i].BC
+		if bc.Broken() || w.sent && !w.legs[i].finished {
+			bc.MarkBroken()
+			continue
+		}
+		var err error
+		if w.xid == "" {
+			_, err = bc.Exec("ROLLBACK")
+		} else {
+			// XA END fails on a branch already ended (or never started):
+			// the ROLLBACK is what counts.
+			_, _ = bc.Exec("XA END " + w.branch(i))
+			_, err = bc.Exec("XA ROLLBACK " + w.branch(i))
+		}
+		if err != nil {
+			bc.MarkBroken()
+		}
+	}
+	if w.xid != "" && w.e.XA != nil {
+		w.e.XA.Outcome(false, len(w.legs))
+	}
+}
+
+// commit ends a write whose every statement succeeded: COMMIT, or the two
+// phases. An error means nothing was committed (everything rolled back).
+func (w *atomicWrite) commit() error {
+	if w.xid == "" {
+		if _, err := w.legs[0].BC.Exec("COMMIT"); err != nil {
+			w.legs[0].BC.MarkBroken() // the server rolls back with the connection
+			return err
+		}
+		return nil
+	}
+	for i := range w.legs {
+		bc := w.legs[i].BC
+		if _, err := bc.Exec("XA END " + w.branch(i)); err != nil {
+			w.abort()
+			return fmt.Errorf("keyshard: node %s: XA END: %w; nothing was changed (rolled back on every node)", bc.Node(), err)
+		}
+	}
+	for i := range w.legs {
+		bc := w.legs[i].BC
+		if _, err := bc.Exec("XA PREPARE " + w.branch(i)); err != nil {
+			w.abort()
+			return fmt.Errorf("keyshard: node %s: XA PREPARE: %w; nothing was changed (rolled back on every node)", bc.Node(), err)
+		}
+	}
+	if err := w.e.XA.Decide(context.Background(), w.xid); err != nil {
+		w.abort()
+		return fmt.Errorf("keyshard: the commit decision could not be recorded (%w); nothing was changed (rolled back on every node)", err)
+	}
+	// Committed: a branch that fails here stays prepared and recovery
+	// commits it by the decision; the client's write stands.
+	all := true
+	for i := range w.legs {
+		bc := w.legs[i].BC
+		if _, err := bc.Exec("XA COMMIT " + w.branch(i)); err != nil {
+			bc.MarkBroken()
+			all = false
+		}
+	}
+	if all {
+		w.e.XA.Done(w.xid)
+	}
+	w.e.XA.Outcome(true, len(w.legs))
+	return nil
+}

@@ -1,0 +1,291 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/keyshard/keyshard/backend"
+	"go.uber.org/zap"
+)
+
+// The XA coordinator (engine.Atomic). A write over several nodes runs as
+// one XA transaction; its commit decision is a row in a table on a backend
+// (xa_log_node, database xa_log_db), written before any branch commits, so
+// that any keyshard instance sharing the backends can finish what another
+// began: recovery (at start and every xa_recover_interval) runs XA RECOVER
+// on every node and commits each of keyshard's prepared branches whose
+// transaction has a commit decision, and rolls back those without one once
+// they are older than xa_prepared_timeout (recording the rollback first,
+// so that a late commit decision cannot win afterwards).
+
+// xidPrefix starts every XA transaction id keyshard makes; recovery leaves
+// others alone.
+const xidPrefix = "ks-"
+
+type xaCoordinator struct {
+	s        *Server
+	instance string // random per process: XIDs of two instances never clash
+	seq      atomic.Uint64
+	ready    atomic.Bool // the decision table exists
+
+	commits, rollbacks, recovered, inDoubt atomic.Int64
+	done                                   chan string   // decisions to forget
+	stopped                                chan struct{} // closed when run returns
+}
+
+func newXA(s *Server) *xaCoordinator {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return &xaCoordinator{s: s, instance: hex.EncodeToString(b[:]), done: make(chan string, 1024), stopped: make(chan struct{})}
+}
+
+// NewXID is "ks-<instance>-<unix ms>-<counter>": the start time lets
+// recovery tell a prepared branch's age.
+func (x *xaCoordinator) NewXID() string {
+	return xidPrefix + x.instance + "-" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "-" + strconv.FormatUint(x.seq.Add(1), 10)
+}
+
+// xidTime is when the transaction xid began (zero if it is not keyshard's).
+func xidTime(xid string) time.Time {
+	f := strings.Split(xid, "-")
+	if len(f) != 4 || f[0]+"-" != xidPrefix {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// logPool is the master pool of the node keeping the decisions.
+func (x *xaCoordinator) logPool() (*backend.Pool, string, error) {
+	snap := x.s.snap.Load()
+	n := snap.nodes[snap.cfg.XALogNode]
+	if n == nil {
+		return nil, "", fmt.Errorf("xa_log_node %q is not configured", snap.cfg.XALogNode)
+	}
+	return n.Master, quoteName(snap.cfg.XALogDB) + ".xa_log", nil
+}
+
+// logExec runs q on the decision node (creating the table first if
+// needed), with a deadline.
+func (x *xaCoordinator) logExec(ctx context.Context, q string) (*backend.Result, error) {
+	p, table, err := x.logPool()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	bc, err := p.Get(ctx, backend.DefaultFlavor)
+	if err != nil {
+		return nil, err
+	}
+	dl, _ := ctx.Deadline()
+	_ = bc.SetDeadline(dl)
+	defer func() {
+		if bc.SetDeadline(time.Time{}) != nil {
+			bc.MarkBroken()
+		}
+		p.Put(bc)
+	}()
+	if !x.ready.Load() {
+		db := x.s.snap.Load().cfg.XALogDB
+		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + quoteName(db),
+			"CREATE TABLE IF NOT EXISTS " + table + " (gtrid VARCHAR(64) NOT NULL PRIMARY KEY, outcome CHAR(1) NOT NULL, " +
+				"decided_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"} {
+			if _, err := bc.Exec(ddl); err != nil {
+				return nil, fmt.Errorf("creating the XA decision table %s: %w", table, err)
+			}
+		}
+		x.ready.Store(true)
+	}
+	return bc.Exec(strings.ReplaceAll(q, "$T", table))
+}
+
+// decide records outcome ('C' commit, 'R' rollback) for xid; the first
+// decision recorded wins and is returned.
+func (x *xaCoordinator) decide(ctx context.Context, xid string, outcome byte) (byte, error) {
+	_, err := x.logExec(ctx, "INSERT INTO $T (gtrid, outcome) VALUES ("+backend.Quote(xid)+", '"+string(outcome)+"')")
+	if err == nil {
+		return outcome, nil
+	}
+	if !strings.Contains(err.Error(), "Duplicate entry") {
+		return 0, err
+	}
+	got, err := x.outcome(ctx, xid)
+	if err != nil {
+		return 0, err
+	}
+	return got, nil
+}
+
+// outcome is the decision recorded for xid (0 if none).
+func (x *xaCoordinator) outcome(ctx context.Context, xid string) (byte, error) {
+	r, err := x.logExec(ctx, "SELECT outcome FROM $T WHERE gtrid = "+backend.Quote(xid))
+	if err != nil {
+		return 0, err
+	}
+	if len(r.Rows) == 0 || r.Rows[0][0] == nil || len(*r.Rows[0][0]) == 0 {
+		return 0, nil
+	}
+	return (*r.Rows[0][0])[0], nil
+}
+
+// Decide records the commit decision of xid before its branches commit.
+func (x *xaCoordinator) Decide(ctx context.Context, xid string) error {
+	got, err := x.decide(ctx, xid, 'C')
+	if err != nil {
+		return err
+	}
+	if got != 'C' {
+		return fmt.Errorf("transaction %s was rolled back by recovery", xid)
+	}
+	return nil
+}
+
+// Done forgets xid's decision, in the background.
+func (x *xaCoordinator) Done(xid string) {
+	select {
+	case x.done <- xid:
+	default: // recovery deletes it later
+	}
+}
+
+// Outcome counts a finished distributed write.
+func (x *xaCoordinator) Outcome(committed bool, nodes int) {
+	if committed {
+		x.commits.Add(1)
+	} else {
+		x.rollbacks.Add(1)
+	}
+}
+
+// run forgets finished decisions and recovers prepared branches, until
+// the server stops.
+func (x *xaCoordinator) run() {
+	defer close(x.stopped)
+	interval := x.s.snap.Load().cfg.XARecoverInterval.D()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	x.recoverAll()
+	for {
+		select {
+		case <-x.s.ctx.Done():
+			return
+		case xid := <-x.done:
+			if _, err := x.logExec(x.s.ctx, "DELETE FROM $T WHERE gtrid = "+backend.Quote(xid)); err != nil {
+				x.s.log.Debug("forgetting an XA decision failed (recovery retries)", zap.String("xid", xid), zap.Error(err))
+			}
+		case <-t.C:
+			x.recoverAll()
+		}
+	}
+}
+
+// preparedBranch is one branch XA RECOVER lists.
+type preparedBranch struct{ gtrid, bqual string }
+
+// recoverAll finishes every prepared branch of keyshard's on every node.
+func (x *xaCoordinator) recoverAll() {
+	snap := x.s.snap.Load()
+	timeout := snap.cfg.XAPreparedTimeout.D()
+	inDoubt := int64(0)
+	var seen []string // prepared transactions: their decisions stay
+	complete := true
+	for name, n := range snap.nodes {
+		branches, err := x.prepared(n.Master)
+		if err != nil {
+			x.s.log.Debug("XA RECOVER failed", zap.String("node", name), zap.Error(err))
+			complete = false
+			continue
+		}
+		for _, b := range branches {
+			seen = append(seen, backend.Quote(b.gtrid))
+			age := time.Since(xidTime(b.gtrid))
+			out, err := x.outcome(x.s.ctx, b.gtrid)
+			if err != nil {
+				inDoubt++
+				continue
+			}
+			if out == 0 {
+				if age < timeout {
+					inDoubt++ // maybe still running: its coordinator decides
+					continue
+				}
+				if out, err = x.decide(x.s.ctx, b.gtrid, 'R'); err != nil {
+					inDoubt++
+					continue
+				}
+			}
+			verb := "XA ROLLBACK "
+			if out == 'C' {
+				verb = "XA COMMIT "
+			}
+			if err := x.finish(n.Master, verb+backend.Quote(b.gtrid)+","+backend.Quote(b.bqual)); err != nil {
+				x.s.log.Warn("XA recovery could not finish a branch", zap.String("node", name), zap.String("xid", b.gtrid), zap.Error(err))
+				inDoubt++
+				continue
+			}
+			x.recovered.Add(1)
+			x.s.log.Info("XA branch recovered", zap.String("node", name), zap.String("xid", b.gtrid), zap.String("action", verb))
+		}
+	}
+	x.inDoubt.Store(inDoubt)
+	if complete && x.ready.Load() {
+		// Decisions whose transactions no node holds prepared any more
+		// (their Done was lost) go, once well past the timeout.
+		q := fmt.Sprintf("DELETE FROM $T WHERE decided_at < NOW(6) - INTERVAL %d SECOND", int(2*timeout/time.Second)+1)
+		if len(seen) > 0 {
+			q += " AND gtrid NOT IN (" + strings.Join(seen, ", ") + ")"
+		}
+		_, _ = x.logExec(x.s.ctx, q)
+	}
+}
+
+// prepared lists keyshard's prepared branches on pool p's server.
+func (x *xaCoordinator) prepared(p *backend.Pool) ([]preparedBranch, error) {
+	ctx, cancel := context.WithTimeout(x.s.ctx, 10*time.Second)
+	defer cancel()
+	bc, err := p.Get(ctx, backend.DefaultFlavor)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Put(bc)
+	r, err := bc.Exec("XA RECOVER")
+	if err != nil {
+		return nil, err
+	}
+	var out []preparedBranch
+	for _, row := range r.Rows {
+		if len(row) < 4 || row[1] == nil || row[3] == nil {
+			continue
+		}
+		gl, _ := strconv.Atoi(*row[1])
+		data := *row[3]
+		if gl > len(data) || !strings.HasPrefix(data, xidPrefix) {
+			continue
+		}
+		out = append(out, preparedBranch{gtrid: data[:gl], bqual: data[gl:]})
+	}
+	return out, nil
+}
+
+// finish runs q (XA COMMIT or ROLLBACK of a prepared branch) on p.
+func (x *xaCoordinator) finish(p *backend.Pool, q string) error {
+	ctx, cancel := context.WithTimeout(x.s.ctx, 10*time.Second)
+	defer cancel()
+	bc, err := p.Get(ctx, backend.DefaultFlavor)
+	if err != nil {
+		return err
+	}
+	defer p.Put(bc)
+	_, err = bc.Exec(q)
+	return err
+}

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A write that touches several nodes commits on all of them or on none,
+// as one statement does on one server: a multi-row INSERT with a duplicate
+// on one node leaves no row anywhere; one that succeeds leaves all.
+func TestShardAtomicWrites(t *testing.T) {
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
+	mustExec(t, db, "INSERT INTO sh_user (id, name) VALUES (1, 'one')")
+	// 4, 5, 12 on node2, 1 (a duplicate) on node1.
+	_, err := db.Exec("INSERT INTO sh_user (id, name) VALUES (4, 'd'), (5, 'e'), (1, 'dup-on-node1'), (12, 'l')")
+	wantErrContains(t, "a duplicate on one node", err, 1062, "nothing was changed")
+	if got := queryCol(t, db, "SELECT id FROM sh_user ORDER BY id"); strings.Join(got, ",") != "1" {
+		t.Fatalf("after a failed multi-node INSERT: %v, want only 1", got)
+	}
+	// Two sub-tables of one node: a local transaction, same outcome.
+	_, err = db.Exec("INSERT INTO sh_user (id, name) VALUES (0, 'zero'), (1, 'dup'), (2, 'two')")
+	wantErrContains(t, "a duplicate on one node's second sub-table", err, 1062, "nothing was changed")
+	if got := queryCol(t, db, "SELECT id FROM sh_user ORDER BY id"); strings.Join(got, ",") != "1" {
+		t.Fatalf("after a failed one-node INSERT: %v, want only 1", got)
+	}
+	r, err := db.Exec("INSERT INTO sh_user (id, name) VALUES (4, 'd'), (5, 'e'), (6, 'f'), (12, 'l'), (3, 'c')")
+	if err != nil || rowsAffected(r) != 5 {
+		t.Fatalf("multi-node INSERT: %v", err)
+	}
+	r, err = db.Exec("UPDATE sh_user SET name = CONCAT(name, '!')")
+	if err != nil || rowsAffected(r) != 6 {
+		t.Fatalf("scatter UPDATE: %v", err)
+	}
+	if got := queryCol(t, db, "SELECT name FROM sh_user ORDER BY id"); strings.Join(got, ",") != "one!,c!,d!,e!,f!,l!" {
+		t.Fatalf("rows: %v", got)
+	}
+	// No branch is left prepared on either node.
+	for _, port := range []int{basePort, basePort + 1} {
+		if rows := allRows(t, direct(t, port, ""), "XA RECOVER"); len(rows) != 0 {
+			t.Errorf("port %d: prepared branches left: %q", port, rows)
+		}
+	}
+}
+
+// Recovery finishes prepared branches left behind by a keyshard that died
+// between PREPARE and COMMIT: by the decision recorded on the log node,
+// commit; with no decision, past xa_prepared_timeout, roll back.
+func TestXARecovery(t *testing.T) {
+	setupShardDB(t)
+	ctx := context.Background()
+	node1, node2 := direct(t, basePort, "shard_e2e"), direct(t, basePort+1, "shard_e2e")
+	mustExec(t, node2, "CREATE TABLE xa_t (id INT PRIMARY KEY)")
+	mustExec(t, node1, "CREATE DATABASE IF NOT EXISTS keyshard")
+	mustExec(t, node1, "CREATE TABLE IF NOT EXISTS keyshard.xa_log (gtrid VARCHAR(64) NOT NULL PRIMARY KEY, outcome CHAR(1) NOT NULL, "+
+		"decided_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB")
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	commitXID, rollbackXID := fmt.Sprintf("ks-deadbeef-%d-1", old), fmt.Sprintf("ks-deadbeef-%d-2", old)
+	// Two prepared branches on node2, as a dead keyshard leaves them.
+	for i, xid := range []string{commitXID, rollbackXID} {
+		c, err := node2.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{fmt.Sprintf("XA START '%s','node2'", xid), fmt.Sprintf("INSERT INTO xa_t VALUES (%d)", i+1),
+			fmt.Sprintf("XA END '%s','node2'", xid), fmt.Sprintf("XA PREPARE '%s','node2'", xid)} {
+			mustExecConn(t, c, q)
+		}
+		_ = c.Raw(func(any) error { return driver.ErrBadConn }) // closes it: the prepared branch stays
+		c.Close()
+	}
+	mustExec(t, node1, fmt.Sprintf("INSERT INTO keyshard.xa_log (gtrid, outcome) VALUES ('%s', 'C')", commitXID))
+	t.Cleanup(func() {
+		for _, xid := range []string{commitXID, rollbackXID} {
+			_, _ = node2.Exec(fmt.Sprintf("XA ROLLBACK '%s','node2'", xid))
+		}
+	})
+	p := startProxy(t, shardYAML("%ADDR%")+"xa_recover_interval: 200ms\nxa_prepared_timeout: 1s\n")
+	_ = p
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rows := allRows(t, node2, "XA RECOVER")
+		ids := queryCol(t, node2, "SELECT id FROM xa_t ORDER BY id")
+		if len(rows) == 0 {
+			if strings.Join(ids, ",") != "1" {
+				t.Fatalf("after recovery xa_t holds %v; want 1 (committed by its decision), not 2 (rolled back)", ids)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("branches still prepared after 10s: %q", rows)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var outcome string
+	if err := node1.QueryRow(fmt.Sprintf("SELECT outcome FROM keyshard.xa_log WHERE gtrid = '%s'", rollbackXID)).Scan(&outcome); err != nil || outcome != "R" {
+		t.Errorf("the rollback decision recorded for %s: %q, %v; want R", rollbackXID, outcome, err)
+	}
+}
