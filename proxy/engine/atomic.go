@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/keyshard/keyshard/router"
 )
@@ -32,6 +33,17 @@ type Atomic interface {
 	// Outcome counts a finished transaction for metrics: committed or
 	// rolled back, over how many nodes.
 	Outcome(committed bool, nodes int)
+}
+
+// Failpoint, when set (tests only), is called at each step of a write
+// over several nodes, before it runs on a node: "prepare" (XA PREPARE),
+// "commit" (XA COMMIT).
+var Failpoint atomic.Pointer[func(step, node string)]
+
+func failpoint(step, node string) {
+	if f := Failpoint.Load(); f != nil {
+		(*f)(step, node)
+	}
 }
 
 // isWrite reports whether a statement kind changes rows (DDL aside: it
@@ -126,6 +138,7 @@ func (w *atomicWrite) commit() error {
 	}
 	for i := range w.legs {
 		bc := w.legs[i].BC
+		failpoint("prepare", bc.Node())
 		if _, err := bc.Exec("XA PREPARE " + w.branch(i)); err != nil {
 			w.abort()
 			return fmt.Errorf("keyshard: node %s: XA PREPARE: %w; nothing was changed (rolled back on every node)", bc.Node(), err)
@@ -140,6 +153,7 @@ func (w *atomicWrite) commit() error {
 	all := true
 	for i := range w.legs {
 		bc := w.legs[i].BC
+		failpoint("commit", bc.Node())
 		if _, err := bc.Exec("XA COMMIT " + w.branch(i)); err != nil {
 			bc.MarkBroken()
 			all = false

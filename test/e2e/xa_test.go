@@ -5,8 +5,11 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/keyshard/keyshard/proxy/engine"
 )
 
 // A write that touches several nodes commits on all of them or on none,
@@ -101,5 +104,51 @@ func TestXARecovery(t *testing.T) {
 	var outcome string
 	if err := node1.QueryRow(fmt.Sprintf("SELECT outcome FROM keyshard.xa_log WHERE gtrid = '%s'", rollbackXID)).Scan(&outcome); err != nil || outcome != "R" {
 		t.Errorf("the rollback decision recorded for %s: %q, %v; want R", rollbackXID, outcome, err)
+	}
+}
+
+// A backend that dies during PREPARE (here: stopped just before it) leads
+// to rollback everywhere: the node already prepared rolls back, the dead
+// one never had the branch prepared, nothing of the write is left.
+func TestXABackendDiesAtPrepare(t *testing.T) {
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
+	port := fmt.Sprint(basePort + 1)
+	var stopped atomic.Bool // set on the session's goroutine
+	f := func(step, node string) {
+		if step == "prepare" && node == "node2" && stopped.CompareAndSwap(false, true) {
+			if out, err := backends("stop", port); err != nil {
+				t.Errorf("stopping node2: %v\n%s", err, out)
+			}
+		}
+	}
+	engine.Failpoint.Store(&f)
+	t.Cleanup(func() {
+		engine.Failpoint.Store(nil)
+		if out, err := backends("start", port); err != nil {
+			t.Errorf("starting node2 again: %v\n%s", err, out)
+		}
+	})
+	_, err := db.Exec("INSERT INTO sh_user (id, name) VALUES (1, 'node1'), (5, 'node2')")
+	if err == nil || !stopped.Load() {
+		t.Fatalf("INSERT with node2 dying at PREPARE: %v (node2 stopped: %v); want an error", err, stopped.Load())
+	}
+	engine.Failpoint.Store(nil)
+	if out, err := backends("start", port); err != nil {
+		t.Fatalf("starting node2 again: %v\n%s", err, out)
+	}
+	for _, port := range []int{basePort, basePort + 1} {
+		d := direct(t, port, "shard_e2e")
+		if rows := allRows(t, d, "XA RECOVER"); len(rows) != 0 {
+			t.Errorf("port %d: prepared branches left: %q", port, rows)
+		}
+	}
+	if got := subTableRows(t, basePort, "sh_user_0001"); len(got) != 0 {
+		t.Errorf("node1 kept the row of the failed write: %v", got)
+	}
+	if got := subTableRows(t, basePort+1, "sh_user_0005"); len(got) != 0 {
+		t.Errorf("node2 kept the row of the failed write: %v", got)
 	}
 }
