@@ -67,6 +67,14 @@ func newMetrics(s *Server) *Metrics {
 			func() float64 { return float64(s.reloads.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reload_errors_total", Help: "Reloads refused (invalid file or blacklist); the running configuration stayed."},
 			func() float64 { return float64(s.reloadErrors.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_commits_total", Help: "Writes over several nodes committed by two-phase commit."},
+			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.commits.Load() }) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_rollbacks_total", Help: "Writes over several nodes rolled back on every node (an error on one)."},
+			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.rollbacks.Load() }) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_recovered_total", Help: "Prepared XA branches finished by recovery (committed by their decision or rolled back)."},
+			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.recovered.Load() }) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_xa_in_doubt", Help: "Prepared XA branches of keyshard's left after the last recovery (not decided yet, or unreachable)."},
+			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.inDoubt.Load() }) }),
 		&poolCollector{s: s}, &planCacheCollector{s: s}, &digestCollector{s: s})
 	return m
 }
@@ -245,4 +253,12 @@ func boolFloat(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// xaStat reads one of the XA coordinator's counters (0 before it exists).
+func xaStat(s *Server, f func(*xaCoordinator) int64) float64 {
+	if s.xa == nil {
+		return 0
+	}
+	return float64(f(s.xa))
 }

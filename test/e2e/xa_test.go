@@ -50,6 +50,12 @@ func TestShardAtomicWrites(t *testing.T) {
 			t.Errorf("port %d: prepared branches left: %q", port, rows)
 		}
 	}
+	// Counted: 2 two-phase commits (INSERT, UPDATE), 1 rollback (the
+	// one-node INSERT was a local transaction).
+	m := scrape(t, p)
+	if c, r := metricValue(m, "keyshard_xa_commits_total"), metricValue(m, "keyshard_xa_rollbacks_total"); c != 2 || r != 1 {
+		t.Errorf("keyshard_xa_commits_total %v, keyshard_xa_rollbacks_total %v; want 2 and 1", c, r)
+	}
 }
 
 // Recovery finishes prepared branches left behind by a keyshard that died
