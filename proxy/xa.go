@@ -5,12 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/engine"
 	"go.uber.org/zap"
 )
 
@@ -288,4 +291,29 @@ func (x *xaCoordinator) finish(p *backend.Pool, q string) error {
 	defer p.Put(bc)
 	_, err = bc.Exec(q)
 	return err
+}
+
+// KillAt makes the process kill itself (SIGKILL, nothing flushed or
+// rolled back) at the n-th time a write over several nodes reaches step
+// ("prepare": before a branch's XA PREPARE; "commit": before a branch's XA
+// COMMIT, after the decision is recorded). For fault tests only: the
+// binary sets it from KS_FAILPOINT=kill:<step>:<n>.
+func KillAt(spec string) error {
+	f := strings.Split(spec, ":")
+	if len(f) != 3 || f[0] != "kill" || f[1] != "prepare" && f[1] != "commit" {
+		return fmt.Errorf("KS_FAILPOINT %q: want kill:prepare:N or kill:commit:N", spec)
+	}
+	n, err := strconv.Atoi(f[2])
+	if err != nil || n < 1 {
+		return fmt.Errorf("KS_FAILPOINT %q: N must be a positive number", spec)
+	}
+	var seen atomic.Int64
+	hook := func(step, _ string) {
+		if step == f[1] && seen.Add(1) == int64(n) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // until the signal lands
+		}
+	}
+	engine.Failpoint.Store(&hook)
+	return nil
 }

@@ -79,6 +79,15 @@ func run(args []string) int {
 		log.Warn("config: " + w)
 	}
 	runtime.GOMAXPROCS(cfg.Procs(os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)))
+	if fp := os.Getenv("KS_FAILPOINT"); fp != "" {
+		// Fault tests only: the process kills itself at a step of a write
+		// over several nodes.
+		if err := proxy.KillAt(fp); err != nil {
+			log.Error("cannot start", zap.Error(err))
+			return 1
+		}
+		log.Warn("KS_FAILPOINT set: this process will kill itself", zap.String("failpoint", fp))
+	}
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
