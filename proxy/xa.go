@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,7 +36,7 @@ type xaCoordinator struct {
 	s        *Server
 	instance string // random per process: XIDs of two instances never clash
 	seq      atomic.Uint64
-	ready    atomic.Bool // the decision table exists
+	ready    sync.Map // node name -> true: its decision table exists
 
 	commits, rollbacks, recovered, inDoubt atomic.Int64
 	done                                   chan string   // decisions to forget
@@ -48,39 +49,60 @@ func newXA(s *Server) *xaCoordinator {
 	return &xaCoordinator{s: s, instance: hex.EncodeToString(b[:]), done: make(chan string, 1024), stopped: make(chan struct{})}
 }
 
-// NewXID is "ks-<instance>-<unix ms>-<counter>": the start time lets
-// recovery tell a prepared branch's age.
-func (x *xaCoordinator) NewXID() string {
-	return xidPrefix + x.instance + "-" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "-" + strconv.FormatUint(x.seq.Add(1), 10)
+// NewXID is the id of a new XA transaction for a write statement, whose
+// decision is kept on xa_log_node (see TxXID).
+func (x *xaCoordinator) NewXID() string { return x.TxXID(x.s.snap.Load().cfg.XALogNode) }
+
+// TxXID is "ks-<instance>-<unix ms>-<counter>-<node>": node keeps the
+// transaction's decision; the start time lets recovery tell a prepared
+// branch's age.
+func (x *xaCoordinator) TxXID(node string) string {
+	return xidPrefix + x.instance + "-" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "-" + strconv.FormatUint(x.seq.Add(1), 10) + "-" + node
 }
 
-// xidTime is when the transaction xid began (zero if it is not keyshard's).
-func xidTime(xid string) time.Time {
-	f := strings.Split(xid, "-")
-	if len(f) != 4 || f[0]+"-" != xidPrefix {
-		return time.Time{}
+// parseXID returns when the transaction xid began and the node keeping its
+// decision (ok false if it is not keyshard's).
+func parseXID(xid string) (began time.Time, node string, ok bool) {
+	f := strings.SplitN(xid, "-", 5)
+	if len(f) != 5 || f[0]+"-" != xidPrefix {
+		return time.Time{}, "", false
 	}
 	ms, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil {
-		return time.Time{}
+		return time.Time{}, "", false
 	}
-	return time.UnixMilli(ms)
+	return time.UnixMilli(ms), f[4], true
 }
 
-// logPool is the master pool of the node keeping the decisions.
-func (x *xaCoordinator) logPool() (*backend.Pool, string, error) {
+// DecisionSQL is the statement recording that xid commits: run by the
+// transaction's first node inside its own (local) transaction, it commits
+// with it, the last resource of the two phases.
+func (x *xaCoordinator) DecisionSQL(xid string) string {
+	return "INSERT INTO " + x.table() + " (gtrid, outcome) VALUES (" + backend.Quote(xid) + ", 'C')"
+}
+
+// Prepare makes sure node keeps a decision table.
+func (x *xaCoordinator) Prepare(ctx context.Context, node string) error {
+	_, err := x.logExec(ctx, node, "")
+	return err
+}
+
+func (x *xaCoordinator) table() string { return quoteName(x.s.snap.Load().cfg.XALogDB) + ".xa_log" }
+
+// logPool is the master pool of node, which keeps decisions.
+func (x *xaCoordinator) logPool(node string) (*backend.Pool, string, error) {
 	snap := x.s.snap.Load()
-	n := snap.nodes[snap.cfg.XALogNode]
+	n := snap.nodes[node]
 	if n == nil {
-		return nil, "", fmt.Errorf("xa_log_node %q is not configured", snap.cfg.XALogNode)
+		return nil, "", fmt.Errorf("node %q keeping XA decisions is not configured", node)
 	}
-	return n.Master, quoteName(snap.cfg.XALogDB) + ".xa_log", nil
+	return n.Master, x.table(), nil
 }
 
-// logExec runs q on the decision node (creating the table first if
-// needed), with a deadline.
-func (x *xaCoordinator) logExec(ctx context.Context, q string) (*backend.Result, error) {
-	p, table, err := x.logPool()
+// logExec runs q ("" for none) on node's decision table (creating it first
+// if needed), with a deadline.
+func (x *xaCoordinator) logExec(ctx context.Context, node, q string) (*backend.Result, error) {
+	p, table, err := x.logPool(node)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +120,7 @@ func (x *xaCoordinator) logExec(ctx context.Context, q string) (*backend.Result,
 		}
 		p.Put(bc)
 	}()
-	if !x.ready.Load() {
+	if _, ok := x.ready.Load(node); !ok {
 		db := x.s.snap.Load().cfg.XALogDB
 		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + quoteName(db),
 			"CREATE TABLE IF NOT EXISTS " + table + " (gtrid VARCHAR(64) NOT NULL PRIMARY KEY, outcome CHAR(1) NOT NULL, " +
@@ -107,7 +129,10 @@ func (x *xaCoordinator) logExec(ctx context.Context, q string) (*backend.Result,
 				return nil, fmt.Errorf("creating the XA decision table %s: %w", table, err)
 			}
 		}
-		x.ready.Store(true)
+		x.ready.Store(node, true)
+	}
+	if q == "" {
+		return nil, nil
 	}
 	return bc.Exec(strings.ReplaceAll(q, "$T", table))
 }
@@ -115,7 +140,11 @@ func (x *xaCoordinator) logExec(ctx context.Context, q string) (*backend.Result,
 // decide records outcome ('C' commit, 'R' rollback) for xid; the first
 // decision recorded wins and is returned.
 func (x *xaCoordinator) decide(ctx context.Context, xid string, outcome byte) (byte, error) {
-	_, err := x.logExec(ctx, "INSERT INTO $T (gtrid, outcome) VALUES ("+backend.Quote(xid)+", '"+string(outcome)+"')")
+	_, node, ok := parseXID(xid)
+	if !ok {
+		return 0, fmt.Errorf("not an XA transaction of keyshard's: %s", xid)
+	}
+	_, err := x.logExec(ctx, node, "INSERT INTO $T (gtrid, outcome) VALUES ("+backend.Quote(xid)+", '"+string(outcome)+"')")
 	if err == nil {
 		return outcome, nil
 	}
@@ -131,7 +160,11 @@ func (x *xaCoordinator) decide(ctx context.Context, xid string, outcome byte) (b
 
 // outcome is the decision recorded for xid (0 if none).
 func (x *xaCoordinator) outcome(ctx context.Context, xid string) (byte, error) {
-	r, err := x.logExec(ctx, "SELECT outcome FROM $T WHERE gtrid = "+backend.Quote(xid))
+	_, node, ok := parseXID(xid)
+	if !ok {
+		return 0, fmt.Errorf("not an XA transaction of keyshard's: %s", xid)
+	}
+	r, err := x.logExec(ctx, node, "SELECT outcome FROM $T WHERE gtrid = "+backend.Quote(xid))
 	if err != nil {
 		return 0, err
 	}
@@ -183,7 +216,8 @@ func (x *xaCoordinator) run() {
 		case <-x.s.ctx.Done():
 			return
 		case xid := <-x.done:
-			if _, err := x.logExec(x.s.ctx, "DELETE FROM $T WHERE gtrid = "+backend.Quote(xid)); err != nil {
+			_, node, _ := parseXID(xid)
+			if _, err := x.logExec(x.s.ctx, node, "DELETE FROM $T WHERE gtrid = "+backend.Quote(xid)); err != nil {
 				x.s.log.Debug("forgetting an XA decision failed (recovery retries)", zap.String("xid", xid), zap.Error(err))
 			}
 		case <-t.C:
@@ -211,7 +245,8 @@ func (x *xaCoordinator) recoverAll() {
 		}
 		for _, b := range branches {
 			seen = append(seen, backend.Quote(b.gtrid))
-			age := time.Since(xidTime(b.gtrid))
+			began, _, _ := parseXID(b.gtrid)
+			age := time.Since(began)
 			out, err := x.outcome(x.s.ctx, b.gtrid)
 			if err != nil {
 				inDoubt++
@@ -241,14 +276,17 @@ func (x *xaCoordinator) recoverAll() {
 		}
 	}
 	x.inDoubt.Store(inDoubt)
-	if complete && x.ready.Load() {
+	if complete {
 		// Decisions whose transactions no node holds prepared any more
 		// (their Done was lost) go, once well past the timeout.
 		q := fmt.Sprintf("DELETE FROM $T WHERE decided_at < NOW(6) - INTERVAL %d SECOND", int(2*timeout/time.Second)+1)
 		if len(seen) > 0 {
 			q += " AND gtrid NOT IN (" + strings.Join(seen, ", ") + ")"
 		}
-		_, _ = x.logExec(x.s.ctx, q)
+		x.ready.Range(func(node, _ any) bool {
+			_, _ = x.logExec(x.s.ctx, node.(string), q)
+			return true
+		})
 	}
 }
 

@@ -22,9 +22,18 @@ import (
 // Atomic is the coordinator of XA transactions: the proxy's, which keeps
 // the decision log on a backend and recovers prepared branches.
 type Atomic interface {
-	// NewXID returns the id of a new XA transaction (it names the
-	// keyshard instance and carries its start time and a counter).
+	// NewXID returns the id of a new XA transaction for a write statement
+	// (it names the keyshard instance, its start time, a counter and the
+	// node keeping its decision).
 	NewXID() string
+	// TxXID is NewXID for a transaction whose decision node keeps: its
+	// first node, where DecisionSQL runs inside the local transaction.
+	TxXID(node string) string
+	// DecisionSQL is the statement that records, inside the first node's
+	// local transaction, that xid commits.
+	DecisionSQL(xid string) string
+	// Prepare makes sure node keeps a decision table.
+	Prepare(ctx context.Context, node string) error
 	// Decide records durably that transaction xid commits; with an
 	// error, none of its branches may commit.
 	Decide(ctx context.Context, xid string) error

@@ -70,7 +70,7 @@ func TestXARecovery(t *testing.T) {
 	mustExec(t, node1, "CREATE TABLE IF NOT EXISTS keyshard.xa_log (gtrid VARCHAR(64) NOT NULL PRIMARY KEY, outcome CHAR(1) NOT NULL, "+
 		"decided_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB")
 	old := time.Now().Add(-time.Hour).UnixMilli()
-	commitXID, rollbackXID := fmt.Sprintf("ks-deadbeef-%d-1", old), fmt.Sprintf("ks-deadbeef-%d-2", old)
+	commitXID, rollbackXID := fmt.Sprintf("ks-deadbeef-%d-1-node1", old), fmt.Sprintf("ks-deadbeef-%d-2-node1", old)
 	// Two prepared branches on node2, as a dead keyshard leaves them.
 	for i, xid := range []string{commitXID, rollbackXID} {
 		c, err := node2.Conn(ctx)
