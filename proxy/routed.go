@@ -13,6 +13,33 @@ import (
 // when the statement is not the router's business (SET, SHOW, ...); the
 // caller then forwards it as usual.
 func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, err error) {
+	if s.lease.Branches() > 0 {
+		// A transaction over several nodes: ended here, in two phases.
+		switch info.Kind {
+		case router.KindCommit, router.KindRollback:
+			if isSavepointStmt(sql[info.Start:]) {
+				return true, s.fail(newErr(errNotSupported, "keyshard: savepoints in a transaction over several nodes are not supported "+
+					"(the transaction is still open)"))
+			}
+			if _, err := s.lease.EndTx(info.Kind == router.KindCommit); err != nil {
+				return true, s.fail(err)
+			}
+			return true, s.writeOK(0, 0)
+		case router.KindBegin:
+			// BEGIN commits the open transaction first, as on the server.
+			if _, err := s.lease.EndTx(true); err != nil {
+				return true, s.fail(err)
+			}
+		case router.KindDDL, router.KindLockTables:
+			return true, s.fail(newErr(errNotSupported, "keyshard: this statement would commit a transaction over several nodes "+
+				"implicitly, which keyshard cannot do in two phases; COMMIT first (the transaction is still open)"))
+		default:
+			if isSavepointStmt(sql[info.Start:]) {
+				return true, s.fail(newErr(errNotSupported, "keyshard: savepoints in a transaction over several nodes are not supported "+
+					"(the transaction is still open)"))
+			}
+		}
+	}
 	switch info.Kind {
 	case router.KindBegin:
 		if s.lease.Pinned() == nil {
@@ -86,6 +113,16 @@ func (s *Session) runText(rt *router.Routing, pl *router.Plan, info router.Info)
 // rewritten statement.
 func leadingComments(sql string, info router.Info) string {
 	return router.LeadingComments(sql[:info.Start])
+}
+
+// isSavepointStmt reports whether stmt is SAVEPOINT, ROLLBACK [WORK] TO
+// [SAVEPOINT] or RELEASE SAVEPOINT.
+func isSavepointStmt(stmt string) bool {
+	f := strings.Fields(strings.ToLower(stmt))
+	if len(f) > 0 && (f[0] == "savepoint" || f[0] == "release") {
+		return true
+	}
+	return len(f) > 2 && f[0] == "rollback" && (f[1] == "to" || f[1] == "work" && f[2] == "to")
 }
 
 // hintNode reads a kingshard node hint, /*node2*/, in front of a

@@ -125,6 +125,10 @@ func (s *Session) rebind(snap *snapshot) {
 	}
 	l := &s.lease
 	l.Default, l.User, l.Split, l.RYW = s.node, s.user, split, snap.rywWindow
+	l.XA = nil
+	if s.schema != nil && s.schema.TransactionMode != "single" {
+		l.XA = s.srv.xa
+	}
 	s.eng.Nodes, s.eng.MaxMergeRows = snap.nodes, snap.cfg.MaxMergeRows
 	s.replanStmts()
 }
@@ -523,6 +527,10 @@ func compressionOn(row []byte) []byte {
 // are held; a LOCK TABLES that fails holds none (the server released the
 // earlier ones too), and one naming a sharded table is refused.
 func (s *Session) lockTables(p []byte, sql string, info router.Info) error {
+	if s.lease.Branches() > 0 {
+		return s.fail(newErr(errNotSupported, "keyshard: LOCK TABLES would commit a transaction over several nodes implicitly, "+
+			"which keyshard cannot do in two phases; COMMIT first (the transaction is still open)"))
+	}
 	if s.route != nil && s.route.Sharded() {
 		if name := s.route.MentionsSharded(sql); name != "" {
 			return s.fail(newErr(errNotSupported, "keyshard: LOCK TABLES of sharded table %s is not supported: its sub-tables are on "+

@@ -47,6 +47,11 @@ func (s *Session) set(p []byte, sql string) error {
 			}
 		case router.SetGlobal:
 			global = true
+		case router.SetAutocommit:
+			if s.lease.Branches() > 0 {
+				return s.fail(newErr(errNotSupported, "keyshard: SET autocommit would commit a transaction over several nodes implicitly, "+
+					"which keyshard cannot do in two phases; COMMIT first (the transaction is still open)"))
+			}
 		}
 	}
 	return s.eng.ForwardThen(nil, p, nil, nil, func(bc *backend.Conn, res engine.Result) {

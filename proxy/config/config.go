@@ -118,6 +118,10 @@ type SchemaConfig struct {
 	ShardRule []ShardConfig `yaml:"shard"`
 	// RWSplit false keeps the schema's reads on the masters.
 	RWSplit *bool `yaml:"rw_split"`
+	// TransactionMode: xa (default) lets a transaction reach several
+	// nodes, committed in two phases; single keeps it on its first node
+	// (a statement for another node is refused).
+	TransactionMode string `yaml:"transaction_mode"`
 
 	pos
 }

@@ -321,6 +321,9 @@ func (c *Config) validateSchemas(p *problems, users map[string]*UserConfig, node
 		case !member[s.Default]:
 			p.add(s.lineOf("default"), join(sp, "default"), "node %q is not in this schema's nodes", s.Default)
 		}
+		if !oneOf(s.TransactionMode, "", "xa", "single") {
+			p.add(s.lineOf("transaction_mode"), join(sp, "transaction_mode"), "want xa or single, got %q", s.TransactionMode)
+		}
 		tables := map[[2]string]*ShardConfig{}
 		for j := range s.ShardRule {
 			r := &s.ShardRule[j]

@@ -35,6 +35,7 @@ type Conns interface {
 	Pinned() *backend.Conn
 	Holding() bool  // a transaction is open or deferred, or autocommit is off
 	TxOpen() bool   // a transaction is open or deferred
+	Spans() bool    // the open transaction may reach other nodes (transaction_mode xa)
 	Deferred() bool // a BEGIN is deferred
 	Status() uint16 // the status the client sees between statements
 }

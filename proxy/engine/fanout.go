@@ -121,7 +121,7 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 	if read {
 		p = Read
 	}
-	if len(rt.Routes) > 1 && e.Conns.Holding() {
+	if len(rt.Routes) > 1 && e.Conns.Holding() && !e.Conns.Spans() {
 		if !read || e.Conns.TxOpen() {
 			where, after := holding(e.Conns.Status())
 			return e.Fail(crossNode("keyshard: %s this statement would touch nodes %s and %s; "+
@@ -140,7 +140,7 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 		legs = append(legs, Leg{BC: bc, Route: r})
 	}
 	var w *atomicWrite
-	if isWrite(kind) && (len(legs) > 1 && e.XA != nil || len(legs) == 1 && len(legs[0].Route.SQL) > 1) {
+	if isWrite(kind) && !e.Conns.TxOpen() && (len(legs) > 1 && e.XA != nil || len(legs) == 1 && len(legs[0].Route.SQL) > 1) {
 		// All or nothing: an XA transaction over the nodes, or a local
 		// one around one node's sub-table statements.
 		w = &atomicWrite{e: e, legs: legs}

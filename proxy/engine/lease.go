@@ -86,6 +86,12 @@ type Lease struct {
 	// OnDiscard is called for a pinned connection that is discarded, so
 	// the session can forget cursors it held.
 	OnDiscard func(bc *backend.Conn)
+	// XA lets a transaction span nodes (transaction_mode xa; nil: a
+	// transaction stays on its first node). Its first node runs a local
+	// transaction (the pinned connection); each other node it reaches, an
+	// XA branch; COMMIT prepares the branches, records the decision inside
+	// the first node's transaction and commits it, then the branches.
+	XA Atomic
 
 	pinned     *backend.Conn
 	sticky     string // why the connection is pinned for good ("" if not)
@@ -98,6 +104,8 @@ type Lease struct {
 	lastRead   *backend.Pool   // the replica pool of the last read acquire
 	lost       string          // session state lost with a pinned connection (see TakeLost)
 	acOn       []*backend.Conn // connections acquired AutocommitOn, not released yet
+	xid        string          // the XA transaction of a transaction over several nodes ("" none)
+	branches   []*backend.Conn // its branches on the nodes besides the pinned connection's
 	status     uint16          // the server status of the session's last answer (see Status)
 }
 
@@ -319,6 +327,14 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 		if l.pinned.Pool() == n.Master {
 			return l.pinned, nil
 		}
+		for _, b := range l.branches {
+			if b.Pool() == n.Master {
+				return b, nil
+			}
+		}
+		if tx && l.XA != nil && inTrans(l.pinned) {
+			return l.joinBranch(n)
+		}
 		if tx && l.Holding() {
 			if !l.InTx() {
 				// Autocommit off: the statement would open a transaction
@@ -342,6 +358,126 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 		l.txBegin = ""
 	}
 	return bc, nil
+}
+
+// joinBranch opens the transaction's XA branch on node n.
+func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
+	if l.xid == "" {
+		if err := l.XA.Prepare(l.Ctx, l.pinned.Node()); err != nil {
+			return nil, Errorf(KindNotSupported, "keyshard: the transaction cannot reach node %s: node %s cannot keep its commit decision: %v "+
+				"(the transaction is still open)", n.Name, l.pinned.Node(), err)
+		}
+		l.xid = l.XA.TxXID(l.pinned.Node())
+	}
+	bc, err := l.synced(n.Master, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := bc.Exec("XA START " + branchID(l.xid, n.Name)); err != nil {
+		bc.MarkBroken()
+		l.putBack(bc)
+		return nil, err
+	}
+	l.branches = append(l.branches, bc)
+	return bc, nil
+}
+
+// branchID is the XA branch of transaction xid on node.
+func branchID(xid, node string) string { return "'" + xid + "','" + node + "'" }
+
+// Spans reports whether the open transaction may reach other nodes (see
+// XA).
+func (l *Lease) Spans() bool { return l.XA != nil && l.InTx() }
+
+// Branches is how many nodes besides its first the open transaction
+// reached.
+func (l *Lease) Branches() int { return len(l.branches) }
+
+// EndTx ends a transaction that reached several nodes (commit true: in two
+// phases; else a rollback on every node). handled is false when it has no
+// branch (a local transaction, ended as usual by the caller). An error
+// from a commit means nothing was committed.
+func (l *Lease) EndTx(commit bool) (handled bool, err error) {
+	if len(l.branches) == 0 {
+		return false, nil
+	}
+	first := l.pinned
+	if commit {
+		err = l.commitBranches(first)
+	} else {
+		l.rollbackBranches(first)
+	}
+	l.branches, l.xid = nil, ""
+	if first != nil {
+		l.Release(first)
+	}
+	return true, err
+}
+
+// commitBranches commits the branches and the first node's transaction
+// (first): the branches prepared, then the decision recorded and the
+// first node's transaction committed together, then the branches
+// committed (recovery commits one that fails here, by the decision).
+func (l *Lease) commitBranches(first *backend.Conn) error {
+	xid := l.xid
+	for _, bc := range l.branches {
+		for _, q := range []string{"XA END ", "XA PREPARE "} {
+			if q == "XA PREPARE " {
+				failpoint("prepare", bc.Node())
+			}
+			if _, err := bc.Exec(q + branchID(xid, bc.Node())); err != nil {
+				l.rollbackBranches(first)
+				return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%s: %v): the transaction was rolled back on every node", bc.Node(), q, err)
+			}
+		}
+	}
+	if first == nil || first.Broken() {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed: the connection of the transaction's first node was lost; it was rolled back on every node")
+	}
+	for _, q := range []string{l.XA.DecisionSQL(xid), "COMMIT"} {
+		if _, err := first.Exec(q); err != nil {
+			l.rollbackBranches(first)
+			return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
+		}
+	}
+	all := true
+	for _, bc := range l.branches {
+		failpoint("commit", bc.Node())
+		if _, err := bc.Exec("XA COMMIT " + branchID(xid, bc.Node())); err != nil {
+			bc.MarkBroken()
+			all = false
+		}
+		l.putBack(bc)
+	}
+	if all {
+		l.XA.Done(xid)
+	}
+	l.XA.Outcome(true, 1+len(l.branches))
+	return nil
+}
+
+// rollbackBranches rolls back every branch and the first node's
+// transaction; a connection that cannot is closed (which rolls back what
+// is not prepared).
+func (l *Lease) rollbackBranches(first *backend.Conn) {
+	nodes := 1 + len(l.branches)
+	for _, bc := range l.branches {
+		_, _ = bc.Exec("XA END " + branchID(l.xid, bc.Node())) // fails on a prepared branch: the rollback counts
+		if _, err := bc.Exec("XA ROLLBACK " + branchID(l.xid, bc.Node())); err != nil {
+			bc.MarkBroken()
+		}
+		l.putBack(bc)
+	}
+	l.branches = nil
+	if first != nil && !first.Broken() {
+		if _, err := first.Exec("ROLLBACK"); err != nil {
+			first.MarkBroken()
+		}
+	}
+	if l.XA != nil {
+		l.XA.Outcome(false, nodes)
+	}
 }
 
 // synced gets a connection from pool p and syncs it to the session.
@@ -372,6 +508,14 @@ func (l *Lease) putBack(bc *backend.Conn) {
 // Release gives back a connection from Acquire: it stays pinned if the
 // session needs it, else goes back to its pool (closed if broken).
 func (l *Lease) Release(bc *backend.Conn) {
+	if slices.Contains(l.branches, bc) {
+		// An XA branch stays with the transaction; lost, the transaction
+		// is (the session ends, its other branches roll back).
+		if bc.Broken() {
+			l.lost = heldTx
+		}
+		return
+	}
 	if i := slices.Index(l.acOn, bc); i >= 0 {
 		// Autocommit forced on for one read: back to the pool as it is
 		// (Sync sets it for the next user), the session's setting intact.
@@ -442,6 +586,13 @@ func (l *Lease) Release(bc *backend.Conn) {
 // loss of the others would go unnoticed.
 func (l *Lease) Lost(bc *backend.Conn) (held string) {
 	bc.MarkBroken()
+	if i := slices.Index(l.branches, bc); i >= 0 {
+		// A branch of a transaction over several nodes: the transaction
+		// is lost (the session ends; End rolls the others back).
+		l.branches = slices.Delete(l.branches, i, i+1)
+		l.putBack(bc)
+		return heldTx
+	}
 	if l.pinned != bc && inTrans(bc) {
 		// Not pinned yet, but in a transaction: the deferred BEGIN was
 		// opened on it for the statement that failed.
@@ -485,6 +636,10 @@ func (l *Lease) TakeLost() string {
 // COM_RESET_CONNECTION / COM_CHANGE_USER): cleaned with one reset (roll
 // back, drop temporary tables, locks and variables), or closed.
 func (l *Lease) End() {
+	if len(l.branches) > 0 {
+		l.rollbackBranches(nil) // the first node's transaction goes with the reset below
+		l.xid = ""
+	}
 	noReuse := l.noReuse
 	l.cursors = 0
 	l.sticky, l.lockTables, l.txBegin, l.noReuse = "", false, "", false

@@ -21,7 +21,10 @@ import (
 // read from the nodes' replicas.
 func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg) error) error {
 	acOn := e.Conns.Holding() && read && !e.Conns.TxOpen() // autocommit off, no transaction open yet: a read as of now
-	if e.Conns.Holding() && !acOn {
+	// Inside a transaction over several nodes, one sub-table per node: its
+	// legs run on the transaction's own connections.
+	inTx := e.Conns.Holding() && e.Conns.Spans() && onePerNode(rt)
+	if e.Conns.Holding() && !acOn && !inTx {
 		where, after := holding(e.Conns.Status())
 		return e.Fail(Errorf(KindNotSupported, "keyshard: %s, this SELECT cannot read %d sub-tables of sharded table %s and merge them: "+
 			"that runs on a connection per sub-table, each of which would be a transaction of its own; run it with autocommit on "+
@@ -43,6 +46,9 @@ func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg)
 	}
 	if acOn {
 		p |= AutocommitOn
+	}
+	if inTx {
+		p = Write
 	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
@@ -264,4 +270,14 @@ func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool) error 
 		}
 	}
 	return e.Client.ResultEnd(warnings, e.Conns.Status())
+}
+
+// onePerNode reports whether a routing has one sub-table per node.
+func onePerNode(rt *router.Routing) bool {
+	for i := range rt.Routes {
+		if len(rt.Routes[i].SQL) != 1 {
+			return false
+		}
+	}
+	return true
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // The bank test: transfers between accounts on two nodes, each one UPDATE
-// over both nodes (an XA transaction through keyshard), while the keyshard
+// over both nodes or a transaction of two UPDATEs (XA through keyshard), while the keyshard
 // process kills itself (SIGKILL, KS_FAILPOINT) between PREPARE and COMMIT
 // or before PREPARE, and a backend is restarted. After recovery the total
 // balance is what it was (no transfer half applied), every acknowledged
@@ -115,8 +115,15 @@ func TestXABankWithKills(t *testing.T) {
 						a, b = b, a
 					}
 					x := 1 + rng.IntN(50)
-					_, err := db.Exec(fmt.Sprintf("UPDATE accounts SET balance = balance + CASE id WHEN %d THEN %d WHEN %d THEN %d END, ops = ops + 1 "+
-						"WHERE id IN (%d, %d)", a, -x, b, x, a, b))
+					var err error
+					if rng.IntN(2) == 0 {
+						// One statement over both nodes.
+						_, err = db.Exec(fmt.Sprintf("UPDATE accounts SET balance = balance + CASE id WHEN %d THEN %d WHEN %d THEN %d END, ops = ops + 1 "+
+							"WHERE id IN (%d, %d)", a, -x, b, x, a, b))
+					} else {
+						// A transaction over both nodes.
+						err = transfer(db, a, b, x)
+					}
 					if err != nil {
 						if isConnErr(err) {
 							return // keyshard is gone: this transfer is in doubt
@@ -188,6 +195,25 @@ func TestXABankWithKills(t *testing.T) {
 		sum += acked[id]
 	}
 	t.Logf("%d acknowledged transfers, %d applied (the rest were in doubt when keyshard died, committed by recovery)", sum/2, ops/2)
+}
+
+// transfer moves x from account a to b in one transaction of two
+// statements.
+func transfer(db *sql.DB, a, b, x int) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	for _, q := range []string{
+		fmt.Sprintf("UPDATE accounts SET balance = balance - %d, ops = ops + 1 WHERE id = %d", x, a),
+		fmt.Sprintf("UPDATE accounts SET balance = balance + %d, ops = ops + 1 WHERE id = %d", x, b),
+	} {
+		if _, err := tx.Exec(q); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // isConnErr reports whether err says the connection to keyshard is gone.

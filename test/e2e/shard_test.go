@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -313,7 +314,7 @@ func TestShardRouting(t *testing.T) {
 // goes on; ROLLBACK and COMMIT act on that node.
 func TestShardTransactions(t *testing.T) {
 	ctx := context.Background()
-	c := shardUserConn(t)
+	c := shardUserConnYAML(t, singleMode(shardYAML("%ADDR%")))
 	var err error
 	mustExecConn(t, c, "BEGIN")
 	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (5, 'five')")         // node2
@@ -486,8 +487,8 @@ func TestShardPrepared(t *testing.T) {
 	wantErrContains(t, "prepared update of the shard key", err, 1235, "shard key")
 	_, err = db.Exec("INSERT INTO sh_user (id, name) VALUES (?, ?)", nil, "null key")
 	wantErrContains(t, "NULL shard key", err, 1235, "NULL")
-	// A transaction stays on one node; the statement that would leave it is
-	// refused and the transaction goes on.
+	// A transaction reaches a second node (transaction_mode xa, the
+	// default); its rollback undoes both.
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -495,8 +496,9 @@ func TestShardPrepared(t *testing.T) {
 	if _, err := tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx", 1); err != nil {
 		t.Fatal(err)
 	}
-	_, err = tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx", 12)
-	wantErrContains(t, "second node in a transaction", err, 1235, "transaction")
+	if _, err = tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx", 12); err != nil {
+		t.Fatalf("second node in a transaction: %v", err)
+	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
@@ -513,13 +515,17 @@ func TestShardPrepared(t *testing.T) {
 	if _, err := tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx2", 12); err != nil {
 		t.Fatalf("first statement of a transaction on node2: %v", err)
 	}
-	_, err = tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx2", 1)
-	wantErrContains(t, "node1 after node2 in a transaction", err, 1235, "transaction")
+	if _, err = tx.Exec("UPDATE sh_user SET name = ? WHERE id = ?", "tx2", 1); err != nil {
+		t.Fatalf("node1 after node2 in a transaction: %v", err)
+	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if got := subTableRows2(t, basePort+1, "sh_user_0004", "name"); strings.Join(got, ",") != "tx2" {
 		t.Fatalf("committed prepared update on node2: %v", got)
+	}
+	if got := subTableRows2(t, basePort, "sh_user_0001", "name"); !slices.Contains(got, "tx2") {
+		t.Fatalf("committed prepared update on node1: %v", got)
 	}
 	// A multi-statement batch naming a sharded table is refused, not sent
 	// whole to one node; one without sharded tables runs.
@@ -586,8 +592,20 @@ func TestShardTextPrepare(t *testing.T) {
 // created through it, and returns one client connection.
 func shardUserConn(t *testing.T) *sql.Conn {
 	t.Helper()
+	return shardUserConnYAML(t, shardYAML("%ADDR%"))
+}
+
+// singleMode is yaml (shardYAML's) with transaction_mode single: a
+// transaction stays on its first node.
+func singleMode(yaml string) string {
+	return strings.Replace(yaml, "    default: node1\n", "    default: node1\n    transaction_mode: single\n", 1)
+}
+
+// shardUserConnYAML is shardUserConn with another config.
+func shardUserConnYAML(t *testing.T, yaml string) *sql.Conn {
+	t.Helper()
 	setupShardDB(t)
-	p := startProxy(t, shardYAML("%ADDR%"))
+	p := startProxy(t, yaml)
 	db := p.open(t, "ks:ks", "shard_e2e", "")
 	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
 	c, err := db.Conn(context.Background())
@@ -605,7 +623,7 @@ func shardUserConn(t *testing.T) *sql.Conn {
 // nodes at once are refused, saying why.
 func TestShardAutocommitOff(t *testing.T) {
 	ctx := context.Background()
-	c := shardUserConn(t)
+	c := shardUserConnYAML(t, singleMode(shardYAML("%ADDR%")))
 	mustExecConn(t, c, "SET autocommit = 0")
 	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (5, 'five')") // node2: opens a transaction there
 	_, err := c.ExecContext(ctx, "INSERT INTO sh_user (id, name) VALUES (1, 'one')")

@@ -158,3 +158,61 @@ func TestXABackendDiesAtPrepare(t *testing.T) {
 		t.Errorf("node2 kept the row of the failed write: %v", got)
 	}
 }
+
+// A transaction reaches every node it needs (transaction_mode xa, the
+// default): reads see its own writes on every node, ROLLBACK undoes all,
+// COMMIT commits all in two phases; what cannot be done over several
+// nodes (savepoints, an implicit commit) is refused with the transaction
+// kept open; a client that disconnects leaves nothing behind.
+func TestShardXATransactions(t *testing.T) {
+	ctx := context.Background()
+	c := shardUserConn(t)
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (5, 'five')") // node2
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (1, 'one')")  // node1
+	var n int
+	if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM sh_user WHERE id IN (1, 5)").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("reading the transaction's own writes on two nodes: %d, %v", n, err)
+	}
+	_, err := c.ExecContext(ctx, "SAVEPOINT s1")
+	wantErrContains(t, "a savepoint", err, 1235, "savepoints in a transaction over several nodes")
+	_, err = c.ExecContext(ctx, "CREATE TABLE xa_ddl (id INT)")
+	wantErrContains(t, "DDL", err, 1235, "COMMIT first")
+	mustExecConn(t, c, "ROLLBACK")
+	if a, b := subTableRows(t, basePort, "sh_user_0001"), subTableRows(t, basePort+1, "sh_user_0005"); len(a)+len(b) != 0 {
+		t.Fatalf("after ROLLBACK: %v %v", a, b)
+	}
+	mustExecConn(t, c, "START TRANSACTION")
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (5, 'five')")
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (1, 'one')")
+	mustExecConn(t, c, "COMMIT")
+	if a, b := subTableRows(t, basePort, "sh_user_0001"), subTableRows(t, basePort+1, "sh_user_0005"); strings.Join(a, ",") != "1" || strings.Join(b, ",") != "5" {
+		t.Fatalf("after COMMIT: %v %v", a, b)
+	}
+	// Autocommit off: each transaction opens where its first statement
+	// runs and reaches the others.
+	mustExecConn(t, c, "SET autocommit = 0")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id = 1")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id = 5")
+	mustExecConn(t, c, "COMMIT")
+	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", 0); strings.Join(got, ",") != "x,x" {
+		t.Fatalf("after an autocommit-off transaction over two nodes: %v", got)
+	}
+	mustExecConn(t, c, "COMMIT")
+	mustExecConn(t, c, "SET autocommit = 1")
+	// A client that goes away mid-transaction leaves nothing.
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "DELETE FROM sh_user WHERE id = 1")
+	mustExecConn(t, c, "DELETE FROM sh_user WHERE id = 5")
+	_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	c.Close()
+	waitFor(t, "the abandoned transaction to roll back", func() bool {
+		a, b := subTableRows(t, basePort, "sh_user_0001"), subTableRows(t, basePort+1, "sh_user_0005")
+		return len(a) == 1 && len(b) == 1
+	})
+	for _, port := range []int{basePort, basePort + 1} {
+		if rows := allRows(t, direct(t, port, ""), "XA RECOVER"); len(rows) != 0 {
+			t.Errorf("port %d: prepared branches left: %q", port, rows)
+		}
+	}
+}
