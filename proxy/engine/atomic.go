@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
+
+	"github.com/keyshard/keyshard/backend"
 
 	"github.com/keyshard/keyshard/router"
 )
@@ -78,23 +81,57 @@ func (w *atomicWrite) branch(i int) string {
 	return fmt.Sprintf("'%s','%s'", w.xid, w.legs[i].BC.Node())
 }
 
+// each runs q(i) on every leg's connection at once (each phase costs one
+// round trip, whatever the number of nodes) and returns the first error.
+func (w *atomicWrite) each(q func(i int) string) error {
+	conns := make([]*backend.Conn, len(w.legs))
+	for i := range w.legs {
+		conns[i] = w.legs[i].BC
+	}
+	return execAll(conns, q)
+}
+
+// execAll runs q(i) on every connection of conns at once and returns the
+// first error (a connection whose statement failed otherwise than by a
+// MySQL error is marked broken by Exec).
+func execAll(conns []*backend.Conn, q func(i int) string) error {
+	if len(conns) == 1 {
+		_, err := conns[0].Exec(q(0))
+		return err
+	}
+	errs := make([]error, len(conns))
+	var wg sync.WaitGroup
+	for i, bc := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = bc.Exec(q(i))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("node %s: %w", conns[i].Node(), err)
+		}
+	}
+	return nil
+}
+
 // begin opens the transaction on every leg.
 func (w *atomicWrite) begin() error {
 	if len(w.legs) > 1 {
 		w.xid = w.e.XA.NewXID()
 	}
-	for i := range w.legs {
-		q := "BEGIN"
-		if w.xid != "" {
-			q = "XA START " + w.branch(i)
+	err := w.each(func(i int) string {
+		if w.xid == "" {
+			return "BEGIN"
 		}
-		if _, err := w.legs[i].BC.Exec(q); err != nil {
-			w.legs[i].BC.MarkBroken()
-			w.abort()
-			return err
-		}
+		return "XA START " + w.branch(i)
+	})
+	if err != nil {
+		w.abort()
 	}
-	return nil
+	return err
 }
 
 // abort rolls every leg back. A connection whose branch cannot be ended
@@ -138,20 +175,16 @@ func (w *atomicWrite) commit() error {
 		}
 		return nil
 	}
-	for i := range w.legs {
-		bc := w.legs[i].BC
-		if _, err := bc.Exec("XA END " + w.branch(i)); err != nil {
-			w.abort()
-			return fmt.Errorf("keyshard: node %s: XA END: %w; nothing was changed (rolled back on every node)", bc.Node(), err)
-		}
+	if err := w.each(func(i int) string { return "XA END " + w.branch(i) }); err != nil {
+		w.abort()
+		return fmt.Errorf("keyshard: XA END on %w; nothing was changed (rolled back on every node)", err)
 	}
 	for i := range w.legs {
-		bc := w.legs[i].BC
-		failpoint("prepare", bc.Node())
-		if _, err := bc.Exec("XA PREPARE " + w.branch(i)); err != nil {
-			w.abort()
-			return fmt.Errorf("keyshard: node %s: XA PREPARE: %w; nothing was changed (rolled back on every node)", bc.Node(), err)
-		}
+		failpoint("prepare", w.legs[i].BC.Node())
+	}
+	if err := w.each(func(i int) string { return "XA PREPARE " + w.branch(i) }); err != nil {
+		w.abort()
+		return fmt.Errorf("keyshard: XA PREPARE on %w; nothing was changed (rolled back on every node)", err)
 	}
 	if err := w.e.XA.Decide(context.Background(), w.xid); err != nil {
 		w.abort()
@@ -159,14 +192,16 @@ func (w *atomicWrite) commit() error {
 	}
 	// Committed: a branch that fails here stays prepared and recovery
 	// commits it by the decision; the client's write stands.
-	all := true
 	for i := range w.legs {
-		bc := w.legs[i].BC
-		failpoint("commit", bc.Node())
-		if _, err := bc.Exec("XA COMMIT " + w.branch(i)); err != nil {
-			bc.MarkBroken()
-			all = false
+		failpoint("commit", w.legs[i].BC.Node())
+	}
+	all := true
+	if err := w.each(func(i int) string { return "XA COMMIT " + w.branch(i) }); err != nil {
+		// The branches that failed stay prepared; recovery commits them.
+		for i := range w.legs {
+			w.legs[i].BC.MarkBroken()
 		}
+		all = false
 	}
 	if all {
 		w.e.XA.Done(w.xid)

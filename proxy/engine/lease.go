@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -420,15 +421,15 @@ func (l *Lease) EndTx(commit bool) (handled bool, err error) {
 // committed (recovery commits one that fails here, by the decision).
 func (l *Lease) commitBranches(first *backend.Conn) error {
 	xid := l.xid
-	for _, bc := range l.branches {
-		for _, q := range []string{"XA END ", "XA PREPARE "} {
-			if q == "XA PREPARE " {
+	for _, q := range []string{"XA END ", "XA PREPARE "} {
+		if q == "XA PREPARE " {
+			for _, bc := range l.branches {
 				failpoint("prepare", bc.Node())
 			}
-			if _, err := bc.Exec(q + branchID(xid, bc.Node())); err != nil {
-				l.rollbackBranches(first)
-				return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%s: %v): the transaction was rolled back on every node", bc.Node(), q, err)
-			}
+		}
+		if err := execAll(l.branches, func(i int) string { return q + branchID(xid, l.branches[i].Node()) }); err != nil {
+			l.rollbackBranches(first)
+			return Errorf(KindTxLost, "keyshard: COMMIT failed (%s on %v): the transaction was rolled back on every node", strings.TrimSpace(q), err)
 		}
 	}
 	if first == nil || first.Broken() {
@@ -441,13 +442,18 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 			return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
 		}
 	}
-	all := true
 	for _, bc := range l.branches {
 		failpoint("commit", bc.Node())
-		if _, err := bc.Exec("XA COMMIT " + branchID(xid, bc.Node())); err != nil {
+	}
+	all := true
+	if err := execAll(l.branches, func(i int) string { return "XA COMMIT " + branchID(xid, l.branches[i].Node()) }); err != nil {
+		// A branch that failed stays prepared; recovery commits it.
+		for _, bc := range l.branches {
 			bc.MarkBroken()
-			all = false
 		}
+		all = false
+	}
+	for _, bc := range l.branches {
 		l.putBack(bc)
 	}
 	if all {
