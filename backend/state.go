@@ -178,6 +178,9 @@ func (c *Conn) Sync(db string, multi, autocommit bool, st *State) error {
 	return nil
 }
 
+// Multi reports whether multi-statements are on for the connection.
+func (c *Conn) Multi() bool { return c.multi }
+
 // Autocommit reports whether autocommit is on, as the server last said.
 func (c *Conn) Autocommit() bool { return c.Status&wire.StatusAutocommit != 0 }
 

@@ -21,6 +21,10 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 				return true, s.fail(newErr(errNotSupported, "keyshard: savepoints in a transaction over several nodes are not supported "+
 					"(the transaction is still open)"))
 			}
+			if f := strings.Fields(strings.ToLower(sql[info.Start:])); len(f) > 1 && (f[len(f)-1] == "chain" || f[len(f)-1] == "release") {
+				return true, s.fail(newErr(errNotSupported, "keyshard: %s AND CHAIN / RELEASE in a transaction over several nodes is "+
+					"not supported; end it plainly (the transaction is still open)", strings.ToUpper(f[0])))
+			}
 			if _, err := s.lease.EndTx(info.Kind == router.KindCommit); err != nil {
 				return true, s.fail(err)
 			}
@@ -30,7 +34,7 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 			if _, err := s.lease.EndTx(true); err != nil {
 				return true, s.fail(err)
 			}
-		case router.KindDDL, router.KindLockTables:
+		case router.KindDDL, router.KindLockTables, router.KindCall:
 			return true, s.fail(newErr(errNotSupported, "keyshard: this statement would commit a transaction over several nodes "+
 				"implicitly, which keyshard cannot do in two phases; COMMIT first (the transaction is still open)"))
 		default:

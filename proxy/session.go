@@ -371,6 +371,10 @@ func (s *Session) query(p []byte) error {
 		// connection is synced to the client's setting: let it answer.
 		info.Flags &^= router.FlagMulti
 	}
+	if info.Flags&router.FlagMulti != 0 && s.lease.Branches() > 0 {
+		return s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch inside a transaction over several nodes is not "+
+			"supported (it could end the transaction on one node only); send its statements one by one (the transaction is still open)"))
+	}
 	if info.Flags&router.FlagMulti != 0 && s.route != nil && s.route.Sharded() {
 		if name := s.route.MentionsSharded(sql); name != "" {
 			// A batch goes to one node as it is: refuse it rather than run

@@ -106,6 +106,7 @@ var restartKeys = []struct {
 	{"log_path", func(c *config.Config) any { return c.LogPath }},
 	{"log_level", func(c *config.Config) any { return c.LogLevel }},
 	{"max_procs", func(c *config.Config) any { return c.MaxProcs }},
+	{"xa_log_db", func(c *config.Config) any { return c.XALogDB }},
 }
 
 // Reload swaps in cfg (from config.Parse, which validated it): new

@@ -341,6 +341,13 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 	if st.sticky != "" {
 		s.lease.Stick(st.sticky)
 	}
+	if s.lease.Branches() > 0 {
+		switch st.kind {
+		case router.KindCommit, router.KindRollback, router.KindBegin, router.KindDDL, router.KindCall, router.KindLockTables:
+			return s.fail(newErr(errNotSupported, "keyshard: this prepared statement would end a transaction over several nodes on one "+
+				"node only; send it as text (the transaction is still open)"))
+		}
+	}
 	if st.plan == nil {
 		if st.look {
 			if handled, err := s.lookExecute(x); handled {

@@ -35,8 +35,12 @@ const xidPrefix = "ks-"
 type xaCoordinator struct {
 	s        *Server
 	instance string // random per process: XIDs of two instances never clash
+	db       string // xa_log_db as at start (a restart-only setting)
 	seq      atomic.Uint64
 	ready    sync.Map // node name -> true: its decision table exists
+
+	seenMu sync.Mutex
+	seen   map[string]time.Time // branch -> when recovery first saw it prepared
 
 	commits, rollbacks, recovered, inDoubt atomic.Int64
 	done                                   chan string   // decisions to forget
@@ -46,7 +50,8 @@ type xaCoordinator struct {
 func newXA(s *Server) *xaCoordinator {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &xaCoordinator{s: s, instance: hex.EncodeToString(b[:]), done: make(chan string, 1024), stopped: make(chan struct{})}
+	return &xaCoordinator{s: s, instance: hex.EncodeToString(b[:]), db: s.snap.Load().cfg.XALogDB,
+		done: make(chan string, 1024), stopped: make(chan struct{}), seen: map[string]time.Time{}}
 }
 
 // NewXID is the id of a new XA transaction for a write statement, whose
@@ -87,7 +92,34 @@ func (x *xaCoordinator) Prepare(ctx context.Context, node string) error {
 	return err
 }
 
-func (x *xaCoordinator) table() string { return quoteName(x.s.snap.Load().cfg.XALogDB) + ".xa_log" }
+func (x *xaCoordinator) table() string { return quoteName(x.db) + ".xa_log" }
+
+// conn takes a connection of p for the coordinator's own statements, in
+// the pool's base state with autocommit on (a pooled connection may carry
+// a session's autocommit off: a decision must commit at once, a lookup
+// must not read an old snapshot), with a deadline; put gives it back.
+func conn(ctx context.Context, p *backend.Pool) (bc *backend.Conn, put func(), err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	bc, err = p.Get(ctx, backend.DefaultFlavor)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	dl, _ := ctx.Deadline()
+	_ = bc.SetDeadline(dl)
+	put = func() {
+		if bc.SetDeadline(time.Time{}) != nil {
+			bc.MarkBroken()
+		}
+		p.Put(bc)
+		cancel()
+	}
+	if err := bc.Sync("", bc.Multi(), true, p.BaseState()); err != nil {
+		put()
+		return nil, nil, err
+	}
+	return bc, put, nil
+}
 
 // logPool is the master pool of node, which keeps decisions.
 func (x *xaCoordinator) logPool(node string) (*backend.Pool, string, error) {
@@ -106,23 +138,13 @@ func (x *xaCoordinator) logExec(ctx context.Context, node, q string) (*backend.R
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	bc, err := p.Get(ctx, backend.DefaultFlavor)
+	bc, put, err := conn(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	dl, _ := ctx.Deadline()
-	_ = bc.SetDeadline(dl)
-	defer func() {
-		if bc.SetDeadline(time.Time{}) != nil {
-			bc.MarkBroken()
-		}
-		p.Put(bc)
-	}()
+	defer put()
 	if _, ok := x.ready.Load(node); !ok {
-		db := x.s.snap.Load().cfg.XALogDB
-		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + quoteName(db),
+		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + quoteName(x.db),
 			"CREATE TABLE IF NOT EXISTS " + table + " (gtrid VARCHAR(64) NOT NULL PRIMARY KEY, outcome CHAR(1) NOT NULL, " +
 				"decided_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"} {
 			if _, err := bc.Exec(ddl); err != nil {
@@ -155,7 +177,17 @@ func (x *xaCoordinator) decide(ctx context.Context, xid string, outcome byte) (b
 	if err != nil {
 		return 0, err
 	}
+	if got == 0 {
+		return 0, fmt.Errorf("the decision on %s conflicts but cannot be read", xid)
+	}
 	return got, nil
+}
+
+// Abort records that xid rolls back, unless a commit decision was recorded
+// first: committed reports which decision stands.
+func (x *xaCoordinator) Abort(ctx context.Context, xid string) (committed bool, err error) {
+	got, err := x.decide(ctx, xid, 'R')
+	return got == 'C', err
 }
 
 // outcome is the decision recorded for xid (0 if none).
@@ -235,6 +267,7 @@ func (x *xaCoordinator) recoverAll() {
 	timeout := snap.cfg.XAPreparedTimeout.D()
 	inDoubt := int64(0)
 	var seen []string // prepared transactions: their decisions stay
+	seenNow := map[string]bool{}
 	complete := true
 	for name, n := range snap.nodes {
 		branches, err := x.prepared(n.Master)
@@ -245,8 +278,9 @@ func (x *xaCoordinator) recoverAll() {
 		}
 		for _, b := range branches {
 			seen = append(seen, backend.Quote(b.gtrid))
-			began, _, _ := parseXID(b.gtrid)
-			age := time.Since(began)
+			key := name + "\x00" + b.gtrid + "\x00" + b.bqual
+			seenNow[key] = true
+			age := x.preparedFor(key)
 			out, err := x.outcome(x.s.ctx, b.gtrid)
 			if err != nil {
 				inDoubt++
@@ -276,10 +310,14 @@ func (x *xaCoordinator) recoverAll() {
 		}
 	}
 	x.inDoubt.Store(inDoubt)
+	x.forgetUnseen(seenNow)
 	if complete {
-		// Decisions whose transactions no node holds prepared any more
-		// (their Done was lost) go, once well past the timeout.
-		q := fmt.Sprintf("DELETE FROM $T WHERE decided_at < NOW(6) - INTERVAL %d SECOND", int(2*timeout/time.Second)+1)
+		// Commit decisions whose transactions no node holds prepared any
+		// more (their Done was lost) go, once well past the timeout;
+		// rollback decisions stay a day, so that a coordinator stalled
+		// that long still finds its transaction rolled back.
+		q := fmt.Sprintf("DELETE FROM $T WHERE (outcome = 'C' AND decided_at < NOW(6) - INTERVAL %d SECOND OR "+
+			"decided_at < NOW(6) - INTERVAL 1 DAY)", int(2*timeout/time.Second)+1)
 		if len(seen) > 0 {
 			q += " AND gtrid NOT IN (" + strings.Join(seen, ", ") + ")"
 		}
@@ -292,25 +330,28 @@ func (x *xaCoordinator) recoverAll() {
 
 // prepared lists keyshard's prepared branches on pool p's server.
 func (x *xaCoordinator) prepared(p *backend.Pool) ([]preparedBranch, error) {
-	ctx, cancel := context.WithTimeout(x.s.ctx, 10*time.Second)
-	defer cancel()
-	bc, err := p.Get(ctx, backend.DefaultFlavor)
+	bc, put, err := conn(x.s.ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	defer p.Put(bc)
+	defer put()
 	r, err := bc.Exec("XA RECOVER")
 	if err != nil {
 		return nil, err
 	}
 	var out []preparedBranch
 	for _, row := range r.Rows {
-		if len(row) < 4 || row[1] == nil || row[3] == nil {
+		// formatID, gtrid_length, bqual_length, data
+		if len(row) < 4 || row[0] == nil || *row[0] != "1" || row[1] == nil || row[2] == nil || row[3] == nil {
 			continue
 		}
 		gl, _ := strconv.Atoi(*row[1])
+		bl, _ := strconv.Atoi(*row[2])
 		data := *row[3]
-		if gl > len(data) || !strings.HasPrefix(data, xidPrefix) {
+		if gl+bl != len(data) || !strings.HasPrefix(data, xidPrefix) {
+			continue
+		}
+		if _, _, ok := parseXID(data[:gl]); !ok {
 			continue
 		}
 		out = append(out, preparedBranch{gtrid: data[:gl], bqual: data[gl:]})
@@ -320,15 +361,37 @@ func (x *xaCoordinator) prepared(p *backend.Pool) ([]preparedBranch, error) {
 
 // finish runs q (XA COMMIT or ROLLBACK of a prepared branch) on p.
 func (x *xaCoordinator) finish(p *backend.Pool, q string) error {
-	ctx, cancel := context.WithTimeout(x.s.ctx, 10*time.Second)
-	defer cancel()
-	bc, err := p.Get(ctx, backend.DefaultFlavor)
+	bc, put, err := conn(x.s.ctx, p)
 	if err != nil {
 		return err
 	}
-	defer p.Put(bc)
+	defer put()
 	_, err = bc.Exec(q)
 	return err
+}
+
+// preparedFor is how long recovery has seen branch prepared (its age
+// counts from then, not from its coordinator's clock).
+func (x *xaCoordinator) preparedFor(branch string) time.Duration {
+	x.seenMu.Lock()
+	defer x.seenMu.Unlock()
+	t, ok := x.seen[branch]
+	if !ok {
+		t = time.Now()
+		x.seen[branch] = t
+	}
+	return time.Since(t)
+}
+
+// forgetUnseen drops the branches recovery no longer sees prepared.
+func (x *xaCoordinator) forgetUnseen(now map[string]bool) {
+	x.seenMu.Lock()
+	defer x.seenMu.Unlock()
+	for b := range x.seen {
+		if !now[b] {
+			delete(x.seen, b)
+		}
+	}
 }
 
 // KillAt makes the process kill itself (SIGKILL, nothing flushed or

@@ -253,6 +253,9 @@ func (c *Config) validateNodes(p *problems) map[string]*NodeConfig {
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		np := n.pathOr(fmt.Sprintf("nodes[%d]", i))
+		if n.Name != "" && !nodeNameOK(n.Name) {
+			p.add(n.lineOf("name"), join(np, "name"), "%q: a node name is 1-32 letters, digits, '_', '-' or '.' (it goes into XA transaction ids)", n.Name)
+		}
 		switch f, dup := nodes[n.Name]; {
 		case n.Name == "":
 			p.add(n.lineOf("name"), join(np, "name"), "required")
@@ -449,4 +452,18 @@ func checkAllowIPs(s string) error {
 		}
 	}
 	return nil
+}
+
+// nodeNameOK reports whether a node name is short and plain enough to be
+// written into SQL and XA transaction ids as it is.
+func nodeNameOK(name string) bool {
+	if len(name) > 32 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

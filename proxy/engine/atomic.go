@@ -40,6 +40,9 @@ type Atomic interface {
 	// Decide records durably that transaction xid commits; with an
 	// error, none of its branches may commit.
 	Decide(ctx context.Context, xid string) error
+	// Abort records that xid rolls back, unless a commit decision was
+	// recorded first; committed reports which decision stands.
+	Abort(ctx context.Context, xid string) (committed bool, err error)
 	// Done says every branch of xid committed: its decision may go.
 	Done(xid string)
 	// Outcome counts a finished transaction for metrics: committed or
@@ -70,16 +73,15 @@ func isWrite(k router.Kind) bool {
 
 // atomicWrite is one write fan-out run all or nothing.
 type atomicWrite struct {
-	e    *Engine
-	legs []Leg
-	xid  string // "" for a local transaction (one node)
-	sent bool   // the statements went out: an unfinished answer is a connection to close
+	e       *Engine
+	legs    []Leg
+	xid     string // "" for a local transaction (one node)
+	sent    bool   // the statements went out: an unfinished answer is a connection to close
+	started []bool // the leg's transaction (or branch) began
 }
 
 // branch is the XA branch id of leg i: the transaction's id and the node.
-func (w *atomicWrite) branch(i int) string {
-	return fmt.Sprintf("'%s','%s'", w.xid, w.legs[i].BC.Node())
-}
+func (w *atomicWrite) branch(i int) string { return branchID(w.xid, w.legs[i].BC.Node()) }
 
 // each runs q(i) on every leg's connection at once (each phase costs one
 // round trip, whatever the number of nodes) and returns the first error.
@@ -122,16 +124,29 @@ func (w *atomicWrite) begin() error {
 	if len(w.legs) > 1 {
 		w.xid = w.e.XA.NewXID()
 	}
-	err := w.each(func(i int) string {
-		if w.xid == "" {
-			return "BEGIN"
-		}
-		return "XA START " + w.branch(i)
-	})
-	if err != nil {
-		w.abort()
+	w.started = make([]bool, len(w.legs))
+	errs := make([]error, len(w.legs))
+	var wg sync.WaitGroup
+	for i := range w.legs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := "BEGIN"
+			if w.xid != "" {
+				q = "XA START " + w.branch(i)
+			}
+			_, errs[i] = w.legs[i].BC.Exec(q)
+			w.started[i] = errs[i] == nil
+		}()
 	}
-	return err
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			w.abort()
+			return fmt.Errorf("keyshard: node %s: %w", w.legs[i].BC.Node(), err)
+		}
+	}
+	return nil
 }
 
 // abort rolls every leg back. A connection whose branch cannot be ended
@@ -146,6 +161,9 @@ func (w *atomicWrite) abort() {
 		if bc.Broken() || w.sent && !w.legs[i].finished {
 			bc.MarkBroken()
 			continue
+		}
+		if !w.started[i] {
+			continue // nothing to roll back there
 		}
 		var err error
 		if w.xid == "" {
@@ -187,8 +205,21 @@ func (w *atomicWrite) commit() error {
 		return fmt.Errorf("keyshard: XA PREPARE on %w; nothing was changed (rolled back on every node)", err)
 	}
 	if err := w.e.XA.Decide(context.Background(), w.xid); err != nil {
-		w.abort()
-		return fmt.Errorf("keyshard: the commit decision could not be recorded (%w); nothing was changed (rolled back on every node)", err)
+		// The decision may have been recorded all the same (a lost
+		// answer): a rollback decision settles it, unless the commit won.
+		committed, aerr := w.e.XA.Abort(context.Background(), w.xid)
+		switch {
+		case aerr != nil:
+			// Unknown: the branches stay prepared, recovery decides.
+			for i := range w.legs {
+				w.legs[i].BC.MarkBroken()
+			}
+			return fmt.Errorf("keyshard: the commit decision of %s could not be recorded nor read (%w, %w): its outcome is unknown "+
+				"until recovery finishes it", w.xid, err, aerr)
+		case !committed:
+			w.abort()
+			return fmt.Errorf("keyshard: the commit decision could not be recorded (%w); nothing was changed (rolled back on every node)", err)
+		}
 	}
 	// Committed: a branch that fails here stays prepared and recovery
 	// commits it by the decision; the client's write stands.

@@ -122,6 +122,10 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 		p = Read
 	}
 	if len(rt.Routes) > 1 && e.Conns.Holding() && !e.Conns.Spans() {
+		if !read && e.Conns.Deferred() {
+			return e.Fail(crossNode("keyshard: the first statement of a transaction must touch one node (the transaction opens "+
+				"there); this one would touch nodes %s and %s (the transaction is still open)", rt.Routes[0].Node, rt.Routes[1].Node))
+		}
 		if !read || e.Conns.TxOpen() {
 			where, after := holding(e.Conns.Status())
 			return e.Fail(crossNode("keyshard: %s this statement would touch nodes %s and %s; "+
@@ -140,7 +144,7 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 		legs = append(legs, Leg{BC: bc, Route: r})
 	}
 	var w *atomicWrite
-	if isWrite(kind) && !e.Conns.TxOpen() && (len(legs) > 1 && e.XA != nil || len(legs) == 1 && len(legs[0].Route.SQL) > 1) {
+	if isWrite(kind) && !e.Conns.Holding() && (len(legs) > 1 && e.XA != nil || len(legs) == 1 && len(legs[0].Route.SQL) > 1) {
 		// All or nothing: an XA transaction over the nodes, or a local
 		// one around one node's sub-table statements.
 		w = &atomicWrite{e: e, legs: legs}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -106,6 +107,7 @@ type Lease struct {
 	lost       string          // session state lost with a pinned connection (see TakeLost)
 	acOn       []*backend.Conn // connections acquired AutocommitOn, not released yet
 	xid        string          // the XA transaction of a transaction over several nodes ("" none)
+	txReadOnly bool            // the transaction began READ ONLY: its branches only read
 	branches   []*backend.Conn // its branches on the nodes besides the pinned connection's
 	status     uint16          // the server status of the session's last answer (see Status)
 }
@@ -137,7 +139,10 @@ func (l *Lease) SetLockTables(on bool) { l.lockTables = on }
 
 // Defer holds BEGIN / START TRANSACTION (sql) until the first statement
 // picks the transaction's node; "" drops a deferred one.
-func (l *Lease) Defer(sql string) { l.txBegin = sql }
+func (l *Lease) Defer(sql string) {
+	l.txBegin = sql
+	l.txReadOnly = strings.Contains(strings.ToUpper(sql), "READ ONLY")
+}
 
 // Deferred reports whether a BEGIN is held back.
 func (l *Lease) Deferred() bool { return l.txBegin != "" }
@@ -384,7 +389,7 @@ func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
 }
 
 // branchID is the XA branch of transaction xid on node.
-func branchID(xid, node string) string { return "'" + xid + "','" + node + "'" }
+func branchID(xid, node string) string { return backend.Quote(xid) + "," + backend.Quote(node) }
 
 // Spans reports whether the open transaction may reach other nodes (see
 // XA).
@@ -421,6 +426,25 @@ func (l *Lease) EndTx(commit bool) (handled bool, err error) {
 // committed (recovery commits one that fails here, by the decision).
 func (l *Lease) commitBranches(first *backend.Conn) error {
 	xid := l.xid
+	if first == nil || first.Broken() {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed: the connection of the transaction's first node was lost; it was rolled back on every node")
+	}
+	// The first node's transaction may be gone already (a deadlock rolls
+	// it back; an ERR carries no status): then nothing may commit.
+	if r, err := first.Exec("SELECT @@in_transaction"); err != nil || len(r.Rows) != 1 || r.Rows[0][0] == nil || *r.Rows[0][0] != "1" {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed: the transaction was already rolled back on node %s (a deadlock or an error there); "+
+			"it was rolled back on every node", first.Node())
+	}
+	if l.txReadOnly {
+		// Nothing was written: the branches end, the first node commits.
+		l.rollbackBranches(nil)
+		if _, err := first.Exec("COMMIT"); err != nil {
+			return err
+		}
+		return nil
+	}
 	for _, q := range []string{"XA END ", "XA PREPARE "} {
 		if q == "XA PREPARE " {
 			for _, bc := range l.branches {
@@ -432,15 +456,26 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 			return Errorf(KindTxLost, "keyshard: COMMIT failed (%s on %v): the transaction was rolled back on every node", strings.TrimSpace(q), err)
 		}
 	}
-	if first == nil || first.Broken() {
-		l.rollbackBranches(first)
-		return Errorf(KindTxLost, "keyshard: COMMIT failed: the connection of the transaction's first node was lost; it was rolled back on every node")
-	}
 	for _, q := range []string{l.XA.DecisionSQL(xid), "COMMIT"} {
-		if _, err := first.Exec(q); err != nil {
-			l.rollbackBranches(first)
-			return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
+		_, err := first.Exec(q)
+		var me *mysql.MyError
+		switch {
+		case err == nil:
+			continue
+		case q == "COMMIT" && !errors.As(err, &me):
+			// The answer was lost: the first node may have committed,
+			// decision included. The branches stay prepared and recovery
+			// finishes them by the decision, whichever it is.
+			for _, bc := range l.branches {
+				bc.MarkBroken()
+				l.putBack(bc)
+			}
+			l.branches = nil
+			return Errorf(KindTxLost, "keyshard: COMMIT on node %s got no answer (%v): the transaction's outcome is unknown until "+
+				"recovery finishes it", first.Node(), err)
 		}
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
 	}
 	for _, bc := range l.branches {
 		failpoint("commit", bc.Node())
@@ -469,6 +504,10 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 func (l *Lease) rollbackBranches(first *backend.Conn) {
 	nodes := 1 + len(l.branches)
 	for _, bc := range l.branches {
+		if bc.Broken() {
+			l.putBack(bc) // closed: the server rolls back what is not prepared
+			continue
+		}
 		_, _ = bc.Exec("XA END " + branchID(l.xid, bc.Node())) // fails on a prepared branch: the rollback counts
 		if _, err := bc.Exec("XA ROLLBACK " + branchID(l.xid, bc.Node())); err != nil {
 			bc.MarkBroken()
@@ -517,10 +556,21 @@ func (l *Lease) Release(bc *backend.Conn) {
 	if slices.Contains(l.branches, bc) {
 		// An XA branch stays with the transaction; lost, the transaction
 		// is (the session ends, its other branches roll back).
+		if l.meta == bc {
+			l.meta = nil
+		}
 		if bc.Broken() {
 			l.lost = heldTx
 		}
 		return
+	}
+	if bc == l.pinned && len(l.branches) > 0 && !bc.Broken() && bc.Answered() && bc.Status&wire.StatusInTrans == 0 {
+		// The first node's transaction ended without keyshard's COMMIT (a
+		// statement that commits implicitly): the branches cannot follow
+		// it in two phases. They roll back and the session ends.
+		l.rollbackBranches(nil)
+		l.xid = ""
+		l.lost = "a transaction over several nodes (node " + bc.Node() + " ended its part on its own; the others were rolled back)"
 	}
 	if i := slices.Index(l.acOn, bc); i >= 0 {
 		// Autocommit forced on for one read: back to the pool as it is

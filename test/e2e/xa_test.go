@@ -199,7 +199,31 @@ func TestShardXATransactions(t *testing.T) {
 		t.Fatalf("after an autocommit-off transaction over two nodes: %v", got)
 	}
 	mustExecConn(t, c, "COMMIT")
+	// With autocommit off, a write over two sub-tables of one node is part
+	// of the open transaction: ROLLBACK undoes it.
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (2, 'two'), (3, 'three')")
+	mustExecConn(t, c, "ROLLBACK")
+	if got := queryColConn(t, c, "SELECT COUNT(*) FROM sh_user WHERE id IN (2, 3)", 0); strings.Join(got, ",") != "0" {
+		t.Fatalf("rolled back one-node write with autocommit off: %v", got)
+	}
+	mustExecConn(t, c, "COMMIT")
 	mustExecConn(t, c, "SET autocommit = 1")
+	// What would end the transaction on one node only is refused.
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'y' WHERE id = 1")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'y' WHERE id = 5")
+	_, err = c.ExecContext(ctx, "COMMIT AND CHAIN")
+	wantErrContains(t, "COMMIT AND CHAIN", err, 1235, "AND CHAIN")
+	mustExecConn(t, c, "ROLLBACK")
+	// A read-only transaction over two nodes commits without a decision.
+	mustExecConn(t, c, "START TRANSACTION READ ONLY")
+	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id = 1", 0); strings.Join(got, ",") != "x" {
+		t.Fatalf("read-only transaction, node1: %v", got)
+	}
+	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id = 5", 0); strings.Join(got, ",") != "x" {
+		t.Fatalf("read-only transaction, node2: %v", got)
+	}
+	mustExecConn(t, c, "COMMIT")
 	// A client that goes away mid-transaction leaves nothing.
 	mustExecConn(t, c, "BEGIN")
 	mustExecConn(t, c, "DELETE FROM sh_user WHERE id = 1")
