@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -417,4 +418,87 @@ func KillAt(spec string) error {
 	}
 	engine.Failpoint.Store(&hook)
 	return nil
+}
+
+// XABranch is one of keyshard's prepared XA branches (ADMIN XA, REST).
+type XABranch struct {
+	Node     string `json:"node"`
+	XID      string `json:"xid"`
+	Branch   string `json:"branch"`
+	Decision string `json:"decision"` // commit, rollback, or none yet
+	// PreparedFor is how long recovery has seen it prepared.
+	PreparedFor string `json:"prepared_for"`
+}
+
+// XABranches lists keyshard's prepared branches on every node, with the
+// decision recorded for each (in doubt: none yet, or not finished).
+func (s *Server) XABranches(ctx context.Context) ([]XABranch, error) {
+	x := s.xa
+	var out []XABranch
+	for name, n := range s.snap.Load().nodes {
+		branches, err := x.prepared(n.Master)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: XA RECOVER: %w", name, err)
+		}
+		for _, b := range branches {
+			d := "none"
+			switch o, err := x.outcome(ctx, b.gtrid); {
+			case err != nil:
+				d = "unknown: " + err.Error()
+			case o == 'C':
+				d = "commit"
+			case o == 'R':
+				d = "rollback"
+			}
+			out = append(out, XABranch{Node: name, XID: b.gtrid, Branch: b.bqual, Decision: d,
+				PreparedFor: x.preparedFor(name + "\x00" + b.gtrid + "\x00" + b.bqual).Round(time.Second).String()})
+		}
+	}
+	slices.SortFunc(out, func(a, b XABranch) int { return strings.Compare(a.XID+a.Node, b.XID+b.Node) })
+	return out, nil
+}
+
+// ResolveXA finishes transaction xid by hand: it records the decision
+// (commit true, else rollback; a decision already recorded stands, and a
+// different one is an error), then commits or rolls back its prepared
+// branches on every node. It returns how many it finished.
+func (s *Server) ResolveXA(ctx context.Context, xid string, commit bool) (int, error) {
+	x := s.xa
+	if _, _, ok := parseXID(xid); !ok {
+		return 0, fmt.Errorf("%q is not the id of an XA transaction of keyshard's", xid)
+	}
+	want := byte('R')
+	if commit {
+		want = 'C'
+	}
+	got, err := x.decide(ctx, xid, want)
+	if err != nil {
+		return 0, err
+	}
+	if got != want {
+		return 0, fmt.Errorf("transaction %s was already decided the other way (%c); its branches follow that decision", xid, got)
+	}
+	verb := "XA ROLLBACK "
+	if commit {
+		verb = "XA COMMIT "
+	}
+	done := 0
+	for name, n := range s.snap.Load().nodes {
+		branches, err := x.prepared(n.Master)
+		if err != nil {
+			return done, fmt.Errorf("node %s: XA RECOVER: %w", name, err)
+		}
+		for _, b := range branches {
+			if b.gtrid != xid {
+				continue
+			}
+			if err := x.finish(n.Master, verb+backend.Quote(b.gtrid)+","+backend.Quote(b.bqual)); err != nil {
+				return done, fmt.Errorf("node %s: %s: %w", name, strings.TrimSpace(verb), err)
+			}
+			done++
+			x.recovered.Add(1)
+		}
+	}
+	s.log.Info("XA transaction resolved by hand", zap.String("xid", xid), zap.Bool("commit", commit), zap.Int("branches", done))
+	return done, nil
 }

@@ -179,6 +179,9 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		srv.ResetDigests()
 		return nil, nil
 	})
+	h("GET /api/v1/xa", func(r *http.Request) (any, error) { return srv.XABranches(r.Context()) })
+	h("PUT /api/v1/xa/commit", func(r *http.Request) (any, error) { return resolveXA(srv, r, true) })
+	h("PUT /api/v1/xa/rollback", func(r *http.Request) (any, error) { return resolveXA(srv, r, false) })
 	h("GET /api/v1/shards/check", func(r *http.Request) (any, error) {
 		return srv.CheckShards(r.Context())
 	})
@@ -279,4 +282,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// resolveXA finishes the XA transaction ?xid= by hand (see
+// proxy.Server.ResolveXA).
+func resolveXA(srv *proxy.Server, r *http.Request, commit bool) (any, error) {
+	n, err := srv.ResolveXA(r.Context(), r.URL.Query().Get("xid"), commit)
+	if err != nil {
+		return nil, argErr("%v", err)
+	}
+	return map[string]any{"result": "ok", "branches": n}, nil
 }

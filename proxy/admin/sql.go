@@ -128,6 +128,15 @@ func parse(sql string) (command, bool, error) {
 			return command{}, true, syntaxErr("want ADMIN RELOAD [CONFIG] [FORCE]")
 		}
 		return command{region: "server", vals: []string{"reload", "proxy", what}}, true, nil
+	case "xa":
+		// ADMIN XA | ADMIN XA COMMIT 'xid' | ADMIN XA ROLLBACK 'xid'
+		switch {
+		case len(toks) == 2:
+			return command{region: "xa"}, true, nil
+		case len(toks) == 4 && (strings.EqualFold(toks[2].text, "commit") || strings.EqualFold(toks[2].text, "rollback")):
+			return command{region: "xa", vals: []string{strings.ToLower(toks[2].text), toks[3].text}}, true, nil
+		}
+		return command{}, true, syntaxErr("want ADMIN XA, ADMIN XA COMMIT 'xid' or ADMIN XA ROLLBACK 'xid'")
 	case "check":
 		if len(toks) != 3 || !strings.EqualFold(toks[2].text, "shards") {
 			return command{}, true, syntaxErr("want ADMIN CHECK SHARDS")
@@ -140,7 +149,7 @@ func parse(sql string) (command, bool, error) {
 		return command{region: "server", vals: []string{"reset", "digests", "all"}}, true, nil
 	case "server", "node":
 	default:
-		return command{}, true, syntaxErr("unknown region %q: want server, node, help, reload, check or reset", toks[1].text)
+		return command{}, true, syntaxErr("unknown region %q: want server, node, help, reload, check, xa or reset", toks[1].text)
 	}
 	want := []string{"opt", "k", "v"}
 	if region == "node" {
@@ -298,6 +307,8 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 		return nil, nodeCmd(srv, c.vals)
 	case "check":
 		return checkShards(srv)
+	case "xa":
+		return xaCmd(srv, c.vals)
 	}
 	opt, k, v := strings.ToLower(c.vals[0]), strings.ToLower(c.vals[1]), c.vals[2]
 	switch opt {
@@ -358,6 +369,29 @@ func checkShards(srv *proxy.Server) (*proxy.AdminResult, error) {
 		rows = append(rows, []string{s.Table, s.Node, s.SubTable, def, strconv.FormatInt(s.Rows, 10)})
 	}
 	return table([]string{"table", "node", "sub_table", "definition", "rows_estimate"}, rows), nil
+}
+
+// xaCmd answers ADMIN XA (keyshard's prepared branches, in doubt) and
+// ADMIN XA COMMIT|ROLLBACK 'xid' (resolved by hand).
+func xaCmd(srv *proxy.Server, vals []string) (*proxy.AdminResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if len(vals) == 2 {
+		n, err := srv.ResolveXA(ctx, vals[1], vals[0] == "commit")
+		if err != nil {
+			return nil, argErr("admin xa: %v", err)
+		}
+		return &proxy.AdminResult{Affected: uint64(n), Info: fmt.Sprintf("%s: %d prepared branches finished", vals[1], n)}, nil
+	}
+	bs, err := srv.XABranches(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([][]string, 0, len(bs))
+	for _, b := range bs {
+		rows = append(rows, []string{b.XID, b.Node, b.Branch, b.Decision, b.PreparedFor})
+	}
+	return table([]string{"xid", "node", "branch", "decision", "prepared_for"}, rows), nil
 }
 
 // reload reloads the config file (force: even if it moves existing rows,
@@ -564,6 +598,8 @@ var helpRows = [][]string{
 	{"admin reload | admin server(opt,k,v) values('reload','proxy','config')", "reload ks.yaml (validated first; no session dropped)"},
 	{"admin reload force | admin server(opt,k,v) values('reload','proxy','force')", "reload ks.yaml even if it moves existing rows of sharded tables"},
 	{"admin check shards", "every sub-table of every sharded table: missing, defined unlike the first, estimated rows"},
+	{"admin xa", "keyshard's prepared XA branches on every node (in doubt) with their recorded decision"},
+	{"admin xa commit|rollback 'xid'", "finish an XA transaction by hand: record the decision, then commit or roll back its prepared branches"},
 	{"SHOW DIGESTS [ORDER BY total|count|errors|avg|max|p99|rows] [LIMIT n] | admin server(opt,k,v) values('show','digests','total,20')",
 		"statement digests: calls, errors, rows, time (total, min, max, p50, p99) and its split by stage"},
 	{"admin reset digests | admin server(opt,k,v) values('reset','digests','all')", "clear the statement digests"},

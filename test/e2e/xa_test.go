@@ -240,3 +240,52 @@ func TestShardXATransactions(t *testing.T) {
 		}
 	}
 }
+
+// A prepared branch recovery cannot decide yet is in doubt: ADMIN XA and
+// GET /api/v1/xa list it, keyshard_xa_in_doubt counts it, and ADMIN XA
+// ROLLBACK (or COMMIT) finishes it by hand.
+func TestXAInDoubtByHand(t *testing.T) {
+	setupShardDB(t)
+	ctx := context.Background()
+	node2 := direct(t, basePort+1, "shard_e2e")
+	mustExec(t, node2, "CREATE TABLE xa_hand (id INT PRIMARY KEY)")
+	xid := fmt.Sprintf("ks-cafebabe-%d-1-node1", time.Now().UnixMilli())
+	c, err := node2.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{fmt.Sprintf("XA START '%s','node2'", xid), "INSERT INTO xa_hand VALUES (7)",
+		fmt.Sprintf("XA END '%s','node2'", xid), fmt.Sprintf("XA PREPARE '%s','node2'", xid)} {
+		mustExecConn(t, c, q)
+	}
+	_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	c.Close()
+	t.Cleanup(func() { _, _ = node2.Exec(fmt.Sprintf("XA ROLLBACK '%s','node2'", xid)) })
+	p := startProxy(t, shardYAML("%ADDR%")+"xa_recover_interval: 100ms\nxa_prepared_timeout: 1h\nadmin_users: [ks]\nweb_user: admin\nweb_password: webpw\n")
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	waitFor(t, "recovery to count the branch in doubt", func() bool {
+		return metricValue(scrape(t, p), "keyshard_xa_in_doubt") == 1
+	})
+	rows := allRows(t, db, "ADMIN XA")
+	if len(rows) != 1 || !strings.HasPrefix(rows[0], xid+"|node2|node2|none|") {
+		t.Fatalf("ADMIN XA: %q", rows)
+	}
+	var listed []map[string]any
+	if code := rest(t, p, "GET", "/api/v1/xa", "", true, &listed); code != 200 || len(listed) != 1 || listed[0]["xid"] != xid {
+		t.Fatalf("GET /api/v1/xa: %d %v", code, listed)
+	}
+	r, err := db.Exec(fmt.Sprintf("ADMIN XA ROLLBACK '%s'", xid))
+	if err != nil || rowsAffected(r) != 1 {
+		t.Fatalf("ADMIN XA ROLLBACK: %v", err)
+	}
+	if rows := allRows(t, node2, "XA RECOVER"); len(rows) != 0 {
+		t.Fatalf("still prepared after ADMIN XA ROLLBACK: %q", rows)
+	}
+	if got := queryCol(t, node2, "SELECT id FROM xa_hand"); len(got) != 0 {
+		t.Fatalf("rolled back by hand, yet xa_hand holds %v", got)
+	}
+	_, err = db.Exec(fmt.Sprintf("ADMIN XA COMMIT '%s'", xid))
+	if err == nil || !strings.Contains(err.Error(), "already decided the other way") {
+		t.Fatalf("ADMIN XA COMMIT after a rollback: %v", err)
+	}
+}
