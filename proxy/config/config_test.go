@@ -802,3 +802,23 @@ schema_list:
 		t.Errorf("node rw_split %v down_after_noalive %d", n.RWSplit(), n.DownAfterNoAlive)
 	}
 }
+
+// Node names go into XA transaction ids and SQL as they are: plain and
+// short only. transaction_mode is xa or single.
+func TestValidateNodeNamesAndTransactionMode(t *testing.T) {
+	c := &Config{
+		UserList: []UserConfig{{User: "ks", Password: "ks"}},
+		Nodes:    []NodeConfig{{Name: "node-1.a", User: "ks", Master: "127.0.0.1:3306"}},
+		SchemaList: []SchemaConfig{{User: "ks", Nodes: []string{"node-1.a"}, Default: "node-1.a", TransactionMode: "xa"}},
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("valid: %v", err)
+	}
+	c.Nodes[0].Name = "it's"
+	c.SchemaList[0].Nodes, c.SchemaList[0].Default, c.SchemaList[0].TransactionMode = []string{"it's"}, "it's", "multi"
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), `"it's": a node name is 1-32 letters`) ||
+		!strings.Contains(err.Error(), `transaction_mode: want xa or single, got "multi"`) {
+		t.Fatalf("bad node name and mode: %v", err)
+	}
+}
