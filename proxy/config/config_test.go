@@ -807,8 +807,8 @@ schema_list:
 // short only. transaction_mode is xa or single.
 func TestValidateNodeNamesAndTransactionMode(t *testing.T) {
 	c := &Config{
-		UserList: []UserConfig{{User: "ks", Password: "ks"}},
-		Nodes:    []NodeConfig{{Name: "node-1.a", User: "ks", Master: "127.0.0.1:3306"}},
+		UserList:   []UserConfig{{User: "ks", Password: "ks"}},
+		Nodes:      []NodeConfig{{Name: "node-1.a", User: "ks", Master: "127.0.0.1:3306"}},
 		SchemaList: []SchemaConfig{{User: "ks", Nodes: []string{"node-1.a"}, Default: "node-1.a", TransactionMode: "xa"}},
 	}
 	if err := c.Validate(); err != nil {
