@@ -12,6 +12,8 @@
 # /tmp/keyshard-bench (the OLTP bench's); keyshard on 127.0.0.1:23496.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 export LC_ALL=C
 export KS_BACKENDS_DIR=/tmp/keyshard-bench
 SIZE_MB=${SIZE_MB:-1024}
@@ -42,39 +44,8 @@ log "file: $bytes bytes, $lines lines"
 for port in 23400 23401; do
 	scripts/backends.sh sql "$port" "DROP DATABASE IF EXISTS ks_load; CREATE DATABASE ks_load; SET GLOBAL local_infile = 1"
 done
-cat >"$WORK/ks.yaml" <<EOF
-addr: 127.0.0.1:$KS_PORT
-log_level: warn
-user_list:
-  - user: ks
-    password: ks
-nodes:
-  - name: node1
-    user: ks
-    password: ks
-    master: 127.0.0.1:23400
-    max_conns_limit: 32
-  - name: node2
-    user: ks
-    password: ks
-    master: 127.0.0.1:23401
-    max_conns_limit: 32
-schema_list:
-  - user: ks
-    nodes: [node1, node2]
-    default: node1
-    shard:
-      - db: ks_load
-        table: t_load
-        key: id
-        nodes: [node1, node2]
-        type: hash
-        locations: [4, 4]
-EOF
-"$KS_BIN" -config "$WORK/ks.yaml" >"$WORK/keyshard.log" 2>&1 &
-KS_PID=$!
-trap 'kill -TERM $KS_PID 2>/dev/null || true; wait $KS_PID 2>/dev/null || true; [[ ${DOWN:-0} == 1 ]] && scripts/backends.sh down >/dev/null 2>&1 || true' EXIT
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$KS_PORT) 2>/dev/null && break; sleep 0.2; done
+two_node_yaml "127.0.0.1:$KS_PORT" ks_load t_load >"$WORK/ks.yaml"
+start_keyshard "$KS_BIN" "$WORK/ks.yaml" "$WORK/keyshard.log" "$KS_PORT"
 
 ks() { mariadb --local-infile=1 -h127.0.0.1 -P"$KS_PORT" -uks -pks ks_load "$@"; }
 ddl="(id BIGINT PRIMARY KEY, name VARCHAR(32), pad VARCHAR(64)) ENGINE=InnoDB"
