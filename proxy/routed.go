@@ -34,14 +34,13 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 			if _, err := s.lease.EndTx(true); err != nil {
 				return true, s.fail(err)
 			}
-		case router.KindDDL, router.KindLockTables, router.KindCall:
-			return true, s.fail(newErr(errNotSupported, "keyshard: this statement would commit a transaction over several nodes "+
-				"implicitly, which keyshard cannot do in two phases; COMMIT first (the transaction is still open)"))
-		default:
+		case router.KindDDL, router.KindLockTables, router.KindCall, router.KindOther:
 			if isSavepointStmt(sql[info.Start:]) {
 				return true, s.fail(newErr(errNotSupported, "keyshard: savepoints in a transaction over several nodes are not supported "+
 					"(the transaction is still open)"))
 			}
+			return true, s.fail(newErr(errNotSupported, "keyshard: this statement may commit a transaction over several nodes "+
+				"implicitly, which keyshard cannot do in two phases; COMMIT first (the transaction is still open)"))
 		}
 	}
 	switch info.Kind {

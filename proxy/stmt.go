@@ -343,7 +343,8 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 	}
 	if s.lease.Branches() > 0 {
 		switch st.kind {
-		case router.KindCommit, router.KindRollback, router.KindBegin, router.KindDDL, router.KindCall, router.KindLockTables:
+		case router.KindCommit, router.KindRollback, router.KindBegin, router.KindDDL, router.KindCall, router.KindLockTables,
+			router.KindOther, router.KindSet:
 			return s.fail(newErr(errNotSupported, "keyshard: this prepared statement would end a transaction over several nodes on one "+
 				"node only; send it as text (the transaction is still open)"))
 		}

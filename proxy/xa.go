@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"go.uber.org/zap"
@@ -28,6 +30,9 @@ import (
 // transaction has a commit decision, and rolls back those without one once
 // they are older than xa_prepared_timeout (recording the rollback first,
 // so that a late commit decision cannot win afterwards).
+
+// erXANotA is ER_XAER_NOTA: no such XA transaction (any more).
+const erXANotA = 1397
 
 // xidPrefix starts every XA transaction id keyshard makes; recovery leaves
 // others alone.
@@ -467,16 +472,25 @@ func (s *Server) ResolveXA(ctx context.Context, xid string, commit bool) (int, e
 	if _, _, ok := parseXID(xid); !ok {
 		return 0, fmt.Errorf("%q is not the id of an XA transaction of keyshard's", xid)
 	}
-	want := byte('R')
 	if commit {
-		want = 'C'
-	}
-	got, err := x.decide(ctx, xid, want)
-	if err != nil {
-		return 0, err
-	}
-	if got != want {
-		return 0, fmt.Errorf("transaction %s was already decided the other way (%c); its branches follow that decision", xid, got)
+		// No decision means the transaction's first node did not commit
+		// (the decision commits with it), or its coordinator is still at
+		// work: committing the branches could commit half of it.
+		got, err := x.outcome(ctx, xid)
+		if err != nil {
+			return 0, err
+		}
+		if got != 'C' {
+			return 0, fmt.Errorf("transaction %s has no commit decision: only a rollback can finish it safely", xid)
+		}
+	} else {
+		got, err := x.decide(ctx, xid, 'R')
+		if err != nil {
+			return 0, err
+		}
+		if got != 'R' {
+			return 0, fmt.Errorf("transaction %s was already decided the other way (commit); its branches follow that decision", xid)
+		}
 	}
 	verb := "XA ROLLBACK "
 	if commit {
@@ -493,6 +507,10 @@ func (s *Server) ResolveXA(ctx context.Context, xid string, commit bool) (int, e
 				continue
 			}
 			if err := x.finish(n.Master, verb+backend.Quote(b.gtrid)+","+backend.Quote(b.bqual)); err != nil {
+				var me *mysql.MyError
+				if errors.As(err, &me) && me.Code == erXANotA {
+					continue // finished meanwhile (recovery)
+				}
 				return done, fmt.Errorf("node %s: %s: %w", name, strings.TrimSpace(verb), err)
 			}
 			done++

@@ -817,7 +817,7 @@ func TestValidateNodeNamesAndTransactionMode(t *testing.T) {
 	c.Nodes[0].Name = "it's"
 	c.SchemaList[0].Nodes, c.SchemaList[0].Default, c.SchemaList[0].TransactionMode = []string{"it's"}, "it's", "multi"
 	err := c.Validate()
-	if err == nil || !strings.Contains(err.Error(), `"it's": a node name is 1-32 letters`) ||
+	if err == nil || !strings.Contains(err.Error(), `"it's": a node name is 1-16 letters`) ||
 		!strings.Contains(err.Error(), `transaction_mode: want xa or single, got "multi"`) {
 		t.Fatalf("bad node name and mode: %v", err)
 	}

@@ -254,7 +254,7 @@ func (c *Config) validateNodes(p *problems) map[string]*NodeConfig {
 		n := &c.Nodes[i]
 		np := n.pathOr(fmt.Sprintf("nodes[%d]", i))
 		if n.Name != "" && !nodeNameOK(n.Name) {
-			p.add(n.lineOf("name"), join(np, "name"), "%q: a node name is 1-32 letters, digits, '_', '-' or '.' (it goes into XA transaction ids)", n.Name)
+			p.add(n.lineOf("name"), join(np, "name"), "%q: a node name is 1-16 letters, digits, '_', '-' or '.' (it goes into XA transaction ids)", n.Name)
 		}
 		switch f, dup := nodes[n.Name]; {
 		case n.Name == "":
@@ -457,7 +457,7 @@ func checkAllowIPs(s string) error {
 // nodeNameOK reports whether a node name is short and plain enough to be
 // written into SQL and XA transaction ids as it is.
 func nodeNameOK(name string) bool {
-	if len(name) > 32 {
+	if len(name) > 16 {
 		return false
 	}
 	for _, c := range name {

@@ -85,29 +85,37 @@ func (w *atomicWrite) branch(i int) string { return branchID(w.xid, w.legs[i].BC
 
 // each runs q(i) on every leg's connection at once (each phase costs one
 // round trip, whatever the number of nodes) and returns the first error.
-func (w *atomicWrite) each(q func(i int) string) error {
+func (w *atomicWrite) each(step string, q func(i int) string) error {
 	conns := make([]*backend.Conn, len(w.legs))
 	for i := range w.legs {
 		conns[i] = w.legs[i].BC
 	}
-	return execAll(conns, q)
+	return execAll(conns, step, q)
 }
 
 // execAll runs q(i) on every connection of conns at once and returns the
 // first error (a connection whose statement failed otherwise than by a
-// MySQL error is marked broken by Exec).
-func execAll(conns []*backend.Conn, q func(i int) string) error {
-	if len(conns) == 1 {
-		_, err := conns[0].Exec(q(0))
+// MySQL error is marked broken by Exec). step names the phase for the
+// failpoint, called on each connection right before its statement ("":
+// none).
+func execAll(conns []*backend.Conn, step string, q func(i int) string) error {
+	run := func(i int) error {
+		if step != "" {
+			failpoint(step, conns[i].Node())
+		}
+		_, err := conns[i].Exec(q(i))
 		return err
+	}
+	if len(conns) == 1 {
+		return run(0)
 	}
 	errs := make([]error, len(conns))
 	var wg sync.WaitGroup
-	for i, bc := range conns {
+	for i := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = bc.Exec(q(i))
+			errs[i] = run(i)
 		}()
 	}
 	wg.Wait()
@@ -193,14 +201,11 @@ func (w *atomicWrite) commit() error {
 		}
 		return nil
 	}
-	if err := w.each(func(i int) string { return "XA END " + w.branch(i) }); err != nil {
+	if err := w.each("", func(i int) string { return "XA END " + w.branch(i) }); err != nil {
 		w.abort()
 		return fmt.Errorf("keyshard: XA END on %w; nothing was changed (rolled back on every node)", err)
 	}
-	for i := range w.legs {
-		failpoint("prepare", w.legs[i].BC.Node())
-	}
-	if err := w.each(func(i int) string { return "XA PREPARE " + w.branch(i) }); err != nil {
+	if err := w.each("prepare", func(i int) string { return "XA PREPARE " + w.branch(i) }); err != nil {
 		w.abort()
 		return fmt.Errorf("keyshard: XA PREPARE on %w; nothing was changed (rolled back on every node)", err)
 	}
@@ -223,11 +228,8 @@ func (w *atomicWrite) commit() error {
 	}
 	// Committed: a branch that fails here stays prepared and recovery
 	// commits it by the decision; the client's write stands.
-	for i := range w.legs {
-		failpoint("commit", w.legs[i].BC.Node())
-	}
 	all := true
-	if err := w.each(func(i int) string { return "XA COMMIT " + w.branch(i) }); err != nil {
+	if err := w.each("commit", func(i int) string { return "XA COMMIT " + w.branch(i) }); err != nil {
 		// The branches that failed stay prepared; recovery commits them.
 		for i := range w.legs {
 			w.legs[i].BC.MarkBroken()

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -107,7 +106,6 @@ type Lease struct {
 	lost       string          // session state lost with a pinned connection (see TakeLost)
 	acOn       []*backend.Conn // connections acquired AutocommitOn, not released yet
 	xid        string          // the XA transaction of a transaction over several nodes ("" none)
-	txReadOnly bool            // the transaction began READ ONLY: its branches only read
 	branches   []*backend.Conn // its branches on the nodes besides the pinned connection's
 	status     uint16          // the server status of the session's last answer (see Status)
 }
@@ -139,10 +137,7 @@ func (l *Lease) SetLockTables(on bool) { l.lockTables = on }
 
 // Defer holds BEGIN / START TRANSACTION (sql) until the first statement
 // picks the transaction's node; "" drops a deferred one.
-func (l *Lease) Defer(sql string) {
-	l.txBegin = sql
-	l.txReadOnly = strings.Contains(strings.ToUpper(sql), "READ ONLY")
-}
+func (l *Lease) Defer(sql string) { l.txBegin = sql }
 
 // Deferred reports whether a BEGIN is held back.
 func (l *Lease) Deferred() bool { return l.txBegin != "" }
@@ -339,7 +334,15 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 			}
 		}
 		if tx && l.XA != nil && inTrans(l.pinned) {
-			return l.joinBranch(n)
+			if !l.pinned.Answered() {
+				// After an error the status is a guess: ask.
+				if _, err := l.pinned.Exec("DO 0"); err != nil {
+					return nil, err
+				}
+			}
+			if l.pinned.Status&wire.StatusInTrans != 0 {
+				return l.joinBranch(n)
+			}
 		}
 		if tx && l.Holding() {
 			if !l.InTx() {
@@ -378,6 +381,15 @@ func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
 	bc, err := l.synced(n.Master, false)
 	if err != nil {
 		return nil, err
+	}
+	if l.pinned.Status&mysql.SERVER_STATUS_IN_TRANS_READONLY != 0 {
+		// A READ ONLY transaction's branches are read-only too (for the
+		// next transaction of that connection only).
+		if _, err := bc.Exec("SET TRANSACTION READ ONLY"); err != nil {
+			bc.MarkBroken()
+			l.putBack(bc)
+			return nil, err
+		}
 	}
 	if _, err := bc.Exec("XA START " + branchID(l.xid, n.Name)); err != nil {
 		bc.MarkBroken()
@@ -431,57 +443,56 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 		return Errorf(KindTxLost, "keyshard: COMMIT failed: the connection of the transaction's first node was lost; it was rolled back on every node")
 	}
 	// The first node's transaction may be gone already (a deadlock rolls
-	// it back; an ERR carries no status): then nothing may commit.
-	if r, err := first.Exec("SELECT @@in_transaction"); err != nil || len(r.Rows) != 1 || r.Rows[0][0] == nil || *r.Rows[0][0] != "1" {
+	// it back; an ERR carries no status): DO 0 answers with the status.
+	if _, err := first.Exec("DO 0"); err != nil || first.Status&wire.StatusInTrans == 0 {
 		l.rollbackBranches(first)
 		return Errorf(KindTxLost, "keyshard: COMMIT failed: the transaction was already rolled back on node %s (a deadlock or an error there); "+
 			"it was rolled back on every node", first.Node())
 	}
-	if l.txReadOnly {
-		// Nothing was written: the branches end, the first node commits.
+	if first.Status&mysql.SERVER_STATUS_IN_TRANS_READONLY != 0 {
+		// READ ONLY (its branches were opened read-only too): nothing was
+		// written, so the branches end and the first node commits.
 		l.rollbackBranches(nil)
-		if _, err := first.Exec("COMMIT"); err != nil {
-			return err
-		}
-		return nil
+		_, err := first.Exec("COMMIT")
+		return err
 	}
 	for _, q := range []string{"XA END ", "XA PREPARE "} {
+		step := ""
 		if q == "XA PREPARE " {
-			for _, bc := range l.branches {
-				failpoint("prepare", bc.Node())
-			}
+			step = "prepare"
 		}
-		if err := execAll(l.branches, func(i int) string { return q + branchID(xid, l.branches[i].Node()) }); err != nil {
+		if err := execAll(l.branches, step, func(i int) string { return q + branchID(xid, l.branches[i].Node()) }); err != nil {
 			l.rollbackBranches(first)
 			return Errorf(KindTxLost, "keyshard: COMMIT failed (%s on %v): the transaction was rolled back on every node", strings.TrimSpace(q), err)
 		}
 	}
-	for _, q := range []string{l.XA.DecisionSQL(xid), "COMMIT"} {
-		_, err := first.Exec(q)
-		var me *mysql.MyError
+	if _, err := first.Exec(l.XA.DecisionSQL(xid)); err != nil {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
+	}
+	if _, err := first.Exec("COMMIT"); err != nil {
+		// An error may come after the commit happened (a lost answer, a
+		// kill while waiting for replication): the decision row says. A
+		// rollback decision settles it unless the commit's stands.
+		committed, aerr := l.XA.Abort(l.Ctx, xid)
 		switch {
-		case err == nil:
-			continue
-		case q == "COMMIT" && !errors.As(err, &me):
-			// The answer was lost: the first node may have committed,
-			// decision included. The branches stay prepared and recovery
-			// finishes them by the decision, whichever it is.
+		case aerr != nil:
+			// Unknown: the branches stay prepared, recovery finishes them.
 			for _, bc := range l.branches {
 				bc.MarkBroken()
 				l.putBack(bc)
 			}
 			l.branches = nil
-			return Errorf(KindTxLost, "keyshard: COMMIT on node %s got no answer (%v): the transaction's outcome is unknown until "+
-				"recovery finishes it", first.Node(), err)
+			return Errorf(KindTxLost, "keyshard: COMMIT on node %s failed (%v) and its outcome cannot be read (%v): it is unknown "+
+				"until recovery finishes it", first.Node(), err, aerr)
+		case !committed:
+			l.rollbackBranches(first)
+			return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
 		}
-		l.rollbackBranches(first)
-		return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
-	}
-	for _, bc := range l.branches {
-		failpoint("commit", bc.Node())
+		first.MarkBroken() // committed all the same; its state is unsure
 	}
 	all := true
-	if err := execAll(l.branches, func(i int) string { return "XA COMMIT " + branchID(xid, l.branches[i].Node()) }); err != nil {
+	if err := execAll(l.branches, "commit", func(i int) string { return "XA COMMIT " + branchID(xid, l.branches[i].Node()) }); err != nil {
 		// A branch that failed stays prepared; recovery commits it.
 		for _, bc := range l.branches {
 			bc.MarkBroken()
@@ -568,9 +579,7 @@ func (l *Lease) Release(bc *backend.Conn) {
 		// The first node's transaction ended without keyshard's COMMIT (a
 		// statement that commits implicitly): the branches cannot follow
 		// it in two phases. They roll back and the session ends.
-		l.rollbackBranches(nil)
-		l.xid = ""
-		l.lost = "a transaction over several nodes (node " + bc.Node() + " ended its part on its own; the others were rolled back)"
+		l.lost = "a transaction over several nodes (node " + bc.Node() + " ended its part on its own; the others are rolled back)"
 	}
 	if i := slices.Index(l.acOn, bc); i >= 0 {
 		// Autocommit forced on for one read: back to the pool as it is

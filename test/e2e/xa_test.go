@@ -285,7 +285,7 @@ func TestXAInDoubtByHand(t *testing.T) {
 		t.Fatalf("rolled back by hand, yet xa_hand holds %v", got)
 	}
 	_, err = db.Exec(fmt.Sprintf("ADMIN XA COMMIT '%s'", xid))
-	if err == nil || !strings.Contains(err.Error(), "already decided the other way") {
-		t.Fatalf("ADMIN XA COMMIT after a rollback: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "has no commit decision: only a rollback can finish it safely") {
+		t.Fatalf("ADMIN XA COMMIT without a commit decision: %v", err)
 	}
 }
