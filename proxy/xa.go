@@ -3,8 +3,8 @@ package proxy
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
