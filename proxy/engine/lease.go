@@ -365,6 +365,11 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 			return nil, err
 		}
 		l.txBegin = ""
+		if l.XA != nil {
+			// Pinned at once: the statement's other legs (a first
+			// statement over several nodes) join it as branches.
+			l.pinned = bc
+		}
 	}
 	return bc, nil
 }
@@ -405,7 +410,7 @@ func branchID(xid, node string) string { return backend.Quote(xid) + "," + backe
 
 // Spans reports whether the open transaction may reach other nodes (see
 // XA).
-func (l *Lease) Spans() bool { return l.XA != nil && l.InTx() }
+func (l *Lease) Spans() bool { return l.XA != nil && (l.InTx() || l.txBegin != "") }
 
 // Branches is how many nodes besides its first the open transaction
 // reached.

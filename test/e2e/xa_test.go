@@ -215,6 +215,20 @@ func TestShardXATransactions(t *testing.T) {
 	_, err = c.ExecContext(ctx, "COMMIT AND CHAIN")
 	wantErrContains(t, "COMMIT AND CHAIN", err, 1235, "AND CHAIN")
 	mustExecConn(t, c, "ROLLBACK")
+	// A transaction whose first statement touches two nodes.
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'z' WHERE id IN (1, 5)")
+	mustExecConn(t, c, "COMMIT")
+	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", 0); strings.Join(got, ",") != "z,z" {
+		t.Fatalf("after a transaction whose first statement touched two nodes: %v", got)
+	}
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id IN (1, 5)")
+	mustExecConn(t, c, "ROLLBACK")
+	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", 0); strings.Join(got, ",") != "z,z" {
+		t.Fatalf("after rolling back a transaction whose first statement touched two nodes: %v", got)
+	}
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id IN (1, 5)")
 	// A read-only transaction over two nodes commits without a decision.
 	mustExecConn(t, c, "START TRANSACTION READ ONLY")
 	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id = 1", 0); strings.Join(got, ",") != "x" {
