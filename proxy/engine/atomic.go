@@ -86,11 +86,7 @@ func (w *atomicWrite) branch(i int) string { return branchID(w.xid, w.legs[i].BC
 // each runs q(i) on every leg's connection at once (each phase costs one
 // round trip, whatever the number of nodes) and returns the first error.
 func (w *atomicWrite) each(step string, q func(i int) string) error {
-	conns := make([]*backend.Conn, len(w.legs))
-	for i := range w.legs {
-		conns[i] = w.legs[i].BC
-	}
-	return execAll(conns, step, q)
+	return execAll(legConns(w.legs), step, q)
 }
 
 // execAll runs q(i) on every connection of conns at once and returns the

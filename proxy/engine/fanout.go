@@ -153,6 +153,16 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 			return e.Fail(err)
 		}
 	}
+	// Inside a transaction, a write over several sub-tables is rolled back
+	// as a whole when it fails (as the server rolls back a statement):
+	// a savepoint on each leg first.
+	savepoint := w == nil && isWrite(kind) && e.Conns.Holding() && (len(legs) > 1 || len(legs[0].Route.SQL) > 1)
+	if savepoint {
+		if err := execAll(legConns(legs), "", func(int) string { return "SAVEPOINT ks_stmt" }); err != nil {
+			e.releaseLegs(legs)
+			return e.Fail(err)
+		}
+	}
 	if err := e.sendLegs(legs, send, false); err != nil {
 		w.abort()
 		e.releaseLegs(legs)
@@ -178,6 +188,24 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 		} else {
 			err = e.failRelay(err)
 		}
+	case savepoint:
+		var sum okSum
+		if sum, err = e.gatherOKs(legs, rt, true); err == nil {
+			err = e.answerOK(sum)
+		} else {
+			var back []*backend.Conn
+			for i := range legs {
+				if !legs[i].BC.Broken() && legs[i].finished {
+					back = append(back, legs[i].BC)
+				}
+			}
+			if rerr := execAll(back, "", func(int) string { return "ROLLBACK TO SAVEPOINT ks_stmt" }); rerr != nil {
+				for _, bc := range back {
+					bc.MarkBroken() // the transaction is lost with it: the session ends
+				}
+			}
+			err = e.failRelay(err)
+		}
 	default:
 		err = e.collectOKs(legs, rt)
 	}
@@ -191,6 +219,15 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 	}
 	e.releaseLegs(legs)
 	return err
+}
+
+// legConns are the legs' connections.
+func legConns(legs []Leg) []*backend.Conn {
+	out := make([]*backend.Conn, len(legs))
+	for i := range legs {
+		out[i] = legs[i].BC
+	}
+	return out
 }
 
 func (e *Engine) releaseLegs(legs []Leg) {

@@ -215,6 +215,20 @@ func TestShardXATransactions(t *testing.T) {
 	_, err = c.ExecContext(ctx, "COMMIT AND CHAIN")
 	wantErrContains(t, "COMMIT AND CHAIN", err, 1235, "AND CHAIN")
 	mustExecConn(t, c, "ROLLBACK")
+	// Inside a transaction a write over several nodes that fails leaves
+	// nothing of itself (the transaction goes on).
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (9, 'nine')")
+	_, err = c.ExecContext(ctx, "INSERT INTO sh_user (id, name) VALUES (6, 'six'), (1, 'dup')")
+	wantErrContains(t, "a failing write over two nodes in a transaction", err, 1062, "nothing was changed")
+	if got := queryColConn(t, c, "SELECT COUNT(*) FROM sh_user WHERE id = 6", 0); strings.Join(got, ",") != "0" {
+		t.Fatalf("the failed statement's row on the other node is in the transaction: %v", got)
+	}
+	mustExecConn(t, c, "COMMIT")
+	if got := queryColConn(t, c, "SELECT id FROM sh_user WHERE id IN (6, 9)", 0); strings.Join(got, ",") != "9" {
+		t.Fatalf("after COMMIT: %v, want only 9", got)
+	}
+	mustExecConn(t, c, "DELETE FROM sh_user WHERE id = 9")
 	// A transaction whose first statement touches two nodes.
 	mustExecConn(t, c, "BEGIN")
 	mustExecConn(t, c, "UPDATE sh_user SET name = 'z' WHERE id IN (1, 5)")
