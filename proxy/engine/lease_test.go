@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -439,4 +440,107 @@ func TestLeaseAutocommitOffError(t *testing.T) {
 		t.Errorf("after ROLLBACK: pinned %v in tx %v", l.Pinned() != nil, l.InTx())
 	}
 	en.wantPool("n1", 1, 0, 1, 0)
+}
+
+// fakeAtomic is an Atomic that records what the lease asks of it.
+type fakeAtomic struct{ log []string }
+
+func (a *fakeAtomic) NewXID() string { return "ks-x-1-1-n1" }
+func (a *fakeAtomic) TxXID(node string) string {
+	a.log = append(a.log, "xid "+node)
+	return "ks-x-1-2-" + node
+}
+func (a *fakeAtomic) DecisionSQL(xid string) string { return "INSERT decision " + xid }
+func (a *fakeAtomic) Prepare(_ context.Context, node string) error {
+	a.log = append(a.log, "prepare "+node)
+	return nil
+}
+func (a *fakeAtomic) Decide(context.Context, string) error        { return nil }
+func (a *fakeAtomic) Abort(context.Context, string) (bool, error) { return false, nil }
+func (a *fakeAtomic) Done(xid string)                             { a.log = append(a.log, "done "+xid) }
+func (a *fakeAtomic) Outcome(committed bool, nodes int) {
+	a.log = append(a.log, fmt.Sprintf("outcome %v %d", committed, nodes))
+}
+
+// A transaction that reaches a second node (transaction_mode xa): the
+// first node's local transaction is pinned, the second gets an XA branch
+// that stays with the session; COMMIT prepares the branch, records the
+// decision inside the first node's transaction and commits it, then the
+// branch; ROLLBACK rolls back both. Every connection goes back to its pool.
+func TestLeaseBranches(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			en := newEnv(t, deprecate, nil, nil)
+			xa := &fakeAtomic{}
+			l, n1, n2 := en.lease, en.nodes["n1"], en.nodes["n2"]
+			l.XA = xa
+			first := en.acquire(n1, Write)
+			en.exec(first, "BEGIN")
+			en.exec(first, "UPDATE t1")
+			l.Release(first)
+			br := en.acquire(n2, Write)
+			if br == first || l.Branches() != 1 || !l.Spans() {
+				t.Fatalf("second node: branches %d, spans %v", l.Branches(), l.Spans())
+			}
+			en.exec(br, "UPDATE t2")
+			l.Release(br)
+			if got := en.acquire(n2, Write); got != br {
+				t.Fatal("the branch is not reused for its node")
+			}
+			l.Release(br)
+			en.wantPool("n2", 1, 1, 0, 0)
+			handled, err := l.EndTx(commit)
+			if !handled || err != nil {
+				t.Fatalf("EndTx: %v %v", handled, err)
+			}
+			xid := "'ks-x-1-2-n1','n2'"
+			want1 := []string{"BEGIN", "UPDATE t1", "DO 0", "INSERT decision ks-x-1-2-n1", "COMMIT"}
+			want2 := []string{"XA START " + xid, "UPDATE t2", "XA END " + xid, "XA PREPARE " + xid, "XA COMMIT " + xid}
+			wantXA := []string{"prepare n1", "xid n1", "done ks-x-1-2-n1", "outcome true 2"}
+			if !commit {
+				want1 = []string{"BEGIN", "UPDATE t1", "ROLLBACK"}
+				want2 = []string{"XA START " + xid, "UPDATE t2", "XA END " + xid, "XA ROLLBACK " + xid}
+				wantXA = []string{"prepare n1", "xid n1", "outcome false 2"}
+			}
+			if got := en.fakes[0].commands(first.ThreadID()); !slices.Equal(got, want1) {
+				t.Errorf("n1 received %q, want %q", got, want1)
+			}
+			if got := en.fakes[1].commands(br.ThreadID()); !slices.Equal(got, want2) {
+				t.Errorf("n2 received %q, want %q", got, want2)
+			}
+			if !slices.Equal(xa.log, wantXA) {
+				t.Errorf("coordinator: %q, want %q", xa.log, wantXA)
+			}
+			if l.Pinned() != nil || l.Branches() != 0 || l.InTx() {
+				t.Errorf("after EndTx: pinned %v branches %d", l.Pinned() != nil, l.Branches())
+			}
+			en.wantPool("n1", 1, 0, 1, 0)
+			en.wantPool("n2", 1, 0, 1, 0)
+		})
+	}
+}
+
+// A branch whose connection is lost loses the transaction: Lost says so
+// (the session ends), and End rolls the first node back; no connection is
+// put back twice.
+func TestLeaseBranchLost(t *testing.T) {
+	en := newEnv(t, deprecate, nil, closeOn("UPDATE lost")) // n2 drops the connection
+	l, n1, n2 := en.lease, en.nodes["n1"], en.nodes["n2"]
+	l.XA = &fakeAtomic{}
+	first := en.acquire(n1, Write)
+	en.exec(first, "BEGIN")
+	l.Release(first)
+	br := en.acquire(n2, Write)
+	if _, err := br.Exec("UPDATE lost"); err == nil {
+		t.Fatal("want the connection lost")
+	}
+	if held := l.Lost(br); held != heldTx || l.Branches() != 0 {
+		t.Fatalf("Lost(branch) = %q, branches %d; want the transaction lost", held, l.Branches())
+	}
+	l.End()
+	if got := en.fakes[0].commands(first.ThreadID()); got[len(got)-1] != fmt.Sprintf("cmd %d", mysql.COM_RESET_CONNECTION) {
+		t.Errorf("n1 received %q, want the reset that rolls it back", got)
+	}
+	en.wantPool("n1", 1, 0, 1, 0)
+	en.wantPool("n2", 0, 0, 0, 1)
 }
