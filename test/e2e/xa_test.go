@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"fmt"
 	"strings"
@@ -195,17 +196,13 @@ func TestShardXATransactions(t *testing.T) {
 	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id = 1")
 	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id = 5")
 	mustExecConn(t, c, "COMMIT")
-	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", 0); strings.Join(got, ",") != "x,x" {
-		t.Fatalf("after an autocommit-off transaction over two nodes: %v", got)
-	}
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", "x,x", "after an autocommit-off transaction over two nodes")
 	mustExecConn(t, c, "COMMIT")
 	// With autocommit off, a write over two sub-tables of one node is part
 	// of the open transaction: ROLLBACK undoes it.
 	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (2, 'two'), (3, 'three')")
 	mustExecConn(t, c, "ROLLBACK")
-	if got := queryColConn(t, c, "SELECT COUNT(*) FROM sh_user WHERE id IN (2, 3)", 0); strings.Join(got, ",") != "0" {
-		t.Fatalf("rolled back one-node write with autocommit off: %v", got)
-	}
+	wantColConn(t, c, "SELECT COUNT(*) FROM sh_user WHERE id IN (2, 3)", "0", "rolled back one-node write with autocommit off")
 	mustExecConn(t, c, "COMMIT")
 	mustExecConn(t, c, "SET autocommit = 1")
 	// What would end the transaction on one node only is refused.
@@ -221,36 +218,24 @@ func TestShardXATransactions(t *testing.T) {
 	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (9, 'nine')")
 	_, err = c.ExecContext(ctx, "INSERT INTO sh_user (id, name) VALUES (6, 'six'), (1, 'dup')")
 	wantErrContains(t, "a failing write over two nodes in a transaction", err, 1062, "nothing was changed")
-	if got := queryColConn(t, c, "SELECT COUNT(*) FROM sh_user WHERE id = 6", 0); strings.Join(got, ",") != "0" {
-		t.Fatalf("the failed statement's row on the other node is in the transaction: %v", got)
-	}
+	wantColConn(t, c, "SELECT COUNT(*) FROM sh_user WHERE id = 6", "0", "the failed statement's row on the other node is in the transaction")
 	mustExecConn(t, c, "COMMIT")
-	if got := queryColConn(t, c, "SELECT id FROM sh_user WHERE id IN (6, 9)", 0); strings.Join(got, ",") != "9" {
-		t.Fatalf("after COMMIT: %v, want only 9", got)
-	}
+	wantColConn(t, c, "SELECT id FROM sh_user WHERE id IN (6, 9)", "9", "after COMMIT, want only 9")
 	mustExecConn(t, c, "DELETE FROM sh_user WHERE id = 9")
 	// A transaction whose first statement touches two nodes.
 	mustExecConn(t, c, "BEGIN")
 	mustExecConn(t, c, "UPDATE sh_user SET name = 'z' WHERE id IN (1, 5)")
 	mustExecConn(t, c, "COMMIT")
-	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", 0); strings.Join(got, ",") != "z,z" {
-		t.Fatalf("after a transaction whose first statement touched two nodes: %v", got)
-	}
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", "z,z", "after a transaction whose first statement touched two nodes")
 	mustExecConn(t, c, "BEGIN")
 	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id IN (1, 5)")
 	mustExecConn(t, c, "ROLLBACK")
-	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", 0); strings.Join(got, ",") != "z,z" {
-		t.Fatalf("after rolling back a transaction whose first statement touched two nodes: %v", got)
-	}
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", "z,z", "after rolling back a transaction whose first statement touched two nodes")
 	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id IN (1, 5)")
 	// A read-only transaction over two nodes commits without a decision.
 	mustExecConn(t, c, "START TRANSACTION READ ONLY")
-	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id = 1", 0); strings.Join(got, ",") != "x" {
-		t.Fatalf("read-only transaction, node1: %v", got)
-	}
-	if got := queryColConn(t, c, "SELECT name FROM sh_user WHERE id = 5", 0); strings.Join(got, ",") != "x" {
-		t.Fatalf("read-only transaction, node2: %v", got)
-	}
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id = 1", "x", "read-only transaction, node1")
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id = 5", "x", "read-only transaction, node2")
 	mustExecConn(t, c, "COMMIT")
 	// A client that goes away mid-transaction leaves nothing.
 	mustExecConn(t, c, "BEGIN")
@@ -315,5 +300,14 @@ func TestXAInDoubtByHand(t *testing.T) {
 	_, err = db.Exec(fmt.Sprintf("ADMIN XA COMMIT '%s'", xid))
 	if err == nil || !strings.Contains(err.Error(), "has no commit decision: only a rollback can finish it safely") {
 		t.Fatalf("ADMIN XA COMMIT without a commit decision: %v", err)
+	}
+}
+
+// wantColConn fails the test unless the first column of q on c, joined by
+// ",", is want; what says what q checks.
+func wantColConn(t *testing.T, c *sql.Conn, q, want, what string) {
+	t.Helper()
+	if got := queryColConn(t, c, q, 0); strings.Join(got, ",") != want {
+		t.Fatalf("%s: %v, want %s", what, got, want)
 	}
 }
