@@ -201,7 +201,7 @@ func (s *Session) lookList(bc *backend.Conn, l *router.Look, sql string) ([][]*s
 func (s *Session) tableStatus(l *router.Look, ncols int) ([][]*string, error) {
 	byNode := map[string][]string{}
 	for _, t := range l.Tables {
-		for i := range t.Rule.Tables() {
+		for i := range statusParts(t) {
 			byNode[t.NodeOf(i)] = append(byNode[t.NodeOf(i)], t.SubTableName(i))
 		}
 	}
@@ -228,7 +228,7 @@ func (s *Session) tableStatus(l *router.Look, ncols int) ([][]*string, error) {
 	var out [][]*string
 	for _, t := range l.Tables {
 		var row []*string
-		for i := range t.Rule.Tables() {
+		for i := range statusParts(t) {
 			r := subs[t.SubTableName(i)]
 			if r == nil {
 				continue
@@ -264,6 +264,15 @@ func (s *Session) tableStatus(l *router.Look, ncols int) ([][]*string, error) {
 		out = append(out, row)
 	}
 	return out, nil
+}
+
+// statusParts is how many of t's sub-tables make its table status: all,
+// or for a global table, its first copy (each copy holds every row).
+func statusParts(t *router.TableRule) int {
+	if t.Global {
+		return 1
+	}
+	return len(t.Rule.Tables())
 }
 
 // existing returns which of the first sub-tables of l's tables exist, as

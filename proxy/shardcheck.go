@@ -27,6 +27,9 @@ type SubTableCheck struct {
 	// sub-table (false when either is missing).
 	Same bool  `json:"same_definition"`
 	Rows int64 `json:"rows_estimate"` // table_rows (an estimate for InnoDB)
+	// Data, for a copy of a global table: "same" when its CHECKSUM TABLE
+	// equals the first copy's, else "differs" ("" for sub-tables).
+	Data string `json:"data,omitempty"`
 
 	digest string
 }
@@ -95,6 +98,43 @@ func checkRule(ctx context.Context, nodes map[string]*backend.Node, t *router.Ta
 	return out, nil
 }
 
+// checksumCopies compares the rows of each copy of global table t with
+// the first copy's, by CHECKSUM TABLE (a full read of each copy).
+func checksumCopies(ctx context.Context, nodes map[string]*backend.Node, t *router.TableRule, rows []SubTableCheck) error {
+	var first string
+	for i := range rows {
+		r := &rows[i]
+		if !r.Exists {
+			continue
+		}
+		bc, err := nodes[r.Node].Master.Get(ctx, backend.DefaultFlavor)
+		if err != nil {
+			return err
+		}
+		_ = bc.SetDeadline(time.Now().Add(checkTimeout))
+		res, err := bc.Exec("CHECKSUM TABLE " + quoteName(t.DB) + "." + quoteName(t.Table))
+		if err != nil || bc.SetDeadline(time.Time{}) != nil {
+			bc.MarkBroken()
+		}
+		nodes[r.Node].Master.Put(bc)
+		if err != nil {
+			return fmt.Errorf("keyshard: CHECKSUM TABLE of global table %s.%s on node %s: %w", t.DB, t.Table, r.Node, err)
+		}
+		sum := ""
+		if len(res.Rows) > 0 && len(res.Rows[0]) > 1 {
+			sum = deref(res.Rows[0][1])
+		}
+		if i == 0 {
+			first = sum
+		}
+		r.Data = "differs"
+		if rows[0].Exists && sum == first {
+			r.Data = "same"
+		}
+	}
+	return nil
+}
+
 // CheckShards reads every sharded table's sub-tables (ADMIN CHECK SHARDS).
 func (s *Server) CheckShards(ctx context.Context) ([]SubTableCheck, error) {
 	snap := s.snap.Load()
@@ -115,6 +155,11 @@ func (s *Server) CheckShards(ctx context.Context) ([]SubTableCheck, error) {
 			rows, err := checkRule(ctx, snap.nodes, t)
 			if err != nil {
 				return nil, err
+			}
+			if t.Global {
+				if err := checksumCopies(ctx, snap.nodes, t, rows); err != nil {
+					return nil, err
+				}
 			}
 			out = append(out, rows...)
 		}
@@ -143,6 +188,9 @@ func (s *Session) subTablesAgree(t *router.TableRule) error {
 		return nil
 	}
 	msg := "keyshard: the sub-tables of sharded table " + t.Table + " do not agree, so this statement was not run on any:"
+	if t.Global {
+		msg = "keyshard: the copies of global table " + t.Table + " do not agree, so this statement was not run on any:"
+	}
 	if len(missing) > 0 {
 		msg += " missing " + strings.Join(missing, ", ") + ";"
 	}

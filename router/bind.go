@@ -105,6 +105,9 @@ type Route struct {
 // Routing is a bound plan: where the statement goes and as what.
 type Routing struct {
 	Routes []Route
+	// Copies: the routes run one statement on the copies of a global
+	// table; its OK counts the first route's rows only.
+	Copies bool
 	// FirstRow: for a split INSERT, the route and statement index holding
 	// the statement's first row (whose insert id MySQL reports).
 	FirstRoute, FirstSQL int
@@ -156,6 +159,9 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 	}
 	if len(lits) < p.nparams {
 		return errorf("statement has %d literals, plan wants %d", len(lits), p.nparams)
+	}
+	if p.copies != nil {
+		return p.bindCopies(rt, lits, prefix)
 	}
 	t := p.tables[0]
 	var nameBuf [4]string
@@ -388,6 +394,9 @@ func (p *Plan) Probe(lits []Literal, prefix string) (node, sql string) {
 	var sb strings.Builder
 	sb.WriteString(prefix)
 	p.tmpl.render(&sb, names, lits, rows.String())
+	if p.copies != nil {
+		return p.copies[0], sb.String()
+	}
 	return t.NodeOf(0), sb.String()
 }
 

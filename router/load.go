@@ -114,7 +114,7 @@ func (s *Schema) PlanLoad(p *Parser, sql, db string) (*Load, error) {
 		}
 	}
 	for _, a := range ld.ColumnAssignments {
-		if strings.EqualFold(a.Column.Name.O, t.Key) {
+		if !t.Global && strings.EqualFold(a.Column.Name.O, t.Key) {
 			return nil, errorf("LOAD DATA into sharded table %s sets its shard key %s with SET: keyshard must read the key "+
 				"in the file; list %s among the columns", t.Table, t.Key, t.Key)
 		}
@@ -145,6 +145,9 @@ func (s *Schema) PlanLoad(p *Parser, sql, db string) (*Load, error) {
 // them.
 func (l *Load) SetColumns(cols []string) error {
 	l.Columns = cols
+	if l.Table.Global {
+		return nil // every line goes to every copy
+	}
 	for i, c := range cols {
 		if c == l.Table.Key {
 			l.Key = i

@@ -42,6 +42,7 @@ type Plan struct {
 	spec      *MergeSpec // the merge of a SELECT answered by several sub-tables
 	mtmpl     template   // what each sub-table runs then
 	unsharded []string   // unsharded tables also referenced: the route must be the default node
+	copies    []string   // a statement on global table tables[0]: the nodes it runs on, as written
 	def       string     // default node
 	nparams   int
 }
@@ -206,6 +207,7 @@ type builder struct {
 	plan    *Plan
 	refs    []*tableRef
 	aliases []template // the names nameFields gave the select list
+	globals bool       // the statement names a global table
 }
 
 func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
@@ -219,15 +221,22 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		return b.plan, nil
 	}
 	b.collect(stmt)
-	var sharded []*tableRef
+	var sharded, globals []*tableRef
 	for _, r := range b.refs {
-		if r.dupOf != nil {
-			continue
-		}
-		if r.rule != nil {
+		switch {
+		case r.dupOf != nil:
+		case r.rule != nil && r.rule.Global:
+			globals = append(globals, r)
+		case r.rule != nil:
 			sharded = append(sharded, r)
-		} else if !slices.Contains(b.plan.unsharded, r.name) {
+		case !slices.Contains(b.plan.unsharded, r.name):
 			b.plan.unsharded = append(b.plan.unsharded, r.name)
+		}
+	}
+	if len(globals) > 0 {
+		b.globals = true
+		if pl, err := b.withGlobals(stmt, sharded, globals, params); pl != nil || err != nil {
+			return pl, err
 		}
 	}
 	if len(sharded) == 0 {
@@ -454,7 +463,7 @@ func (b *builder) keyColumn(c *ast.ColumnName) *tableRef {
 		// own a column of that name; with unsharded tables present we
 		// cannot tell, so we do not narrow by it... unless it is the only
 		// table.
-		if len(b.refs) > 1 && len(b.plan.unsharded) > 0 {
+		if len(b.refs) > 1 && (len(b.plan.unsharded) > 0 || b.globals) {
 			return nil
 		}
 	}
@@ -640,7 +649,7 @@ func (v *paramReplacer) Leave(n ast.Node) (ast.Node, bool) {
 func (b *builder) renameTables(stmt ast.StmtNode) {
 	byTN := map[*ast.TableName]*tableRef{}
 	for _, r := range b.refs {
-		if r.rule != nil {
+		if r.rule != nil && !r.rule.Global {
 			byTN[r.tn] = r
 		}
 	}
@@ -680,7 +689,7 @@ func (v *renamer) qualifier(schema ast.CIStr, table *ast.CIStr) {
 		return
 	}
 	for _, r := range v.b.refs {
-		if r.rule != nil && r.alias == "" && table.L == r.name && (schema.L == "" || schema.L == r.rule.DB) {
+		if r.rule != nil && !r.rule.Global && r.alias == "" && table.L == r.name && (schema.L == "" || schema.L == r.rule.DB) {
 			*table = ast.NewCIStr(tableMarker(r.index))
 			return
 		}
@@ -777,6 +786,9 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 	switch stmt.(type) {
 	case *ast.AlterTableStmt, *ast.CreateIndexStmt, *ast.DropIndexStmt:
 		b.plan.Alters = true
+	}
+	if hit.rule.Global {
+		return b.copiesPlan(stmt, hit.rule, hit.rule.Nodes, false)
 	}
 	b.refs = []*tableRef{hit}
 	b.plan.Kind = PlanSharded

@@ -28,6 +28,9 @@ func testSchema(t testing.TB) *Schema {
 		{DB: "kingshard", Table: "ev_d", Key: "ts", Nodes: nodes, Shard: shard.Config{Type: "date_day", Nodes: 2, DateRange: []string{"20150101-20150102", "20150103"}, Location: time.UTC}},
 		{DB: "kingshard", Table: "region", Key: "code", Nodes: nodes, Shard: shard.Config{Type: "list", Nodes: 2, Locations: []int{1, 1}, ListValues: map[string]int{"1": 0, "2": 0, "3": 1}}},
 		{DB: "kingshard", Table: "sess", Key: "token", Nodes: nodes, Shard: shard.Config{Type: "consistent_hash", Nodes: 2, Locations: []int{4, 4}}},
+		{DB: "kingshard", Table: "country", Nodes: nodes, Shard: shard.Config{Type: "global", Nodes: 2}},
+		{DB: "kingshard", Table: "rate", Nodes: nodes, Shard: shard.Config{Type: "global", Nodes: 2}},
+		{DB: "kingshard", Table: "currency", Nodes: []string{"node2"}, Shard: shard.Config{Type: "global", Nodes: 1}},
 	}}, 64)
 	if err != nil {
 		t.Fatal(err)

@@ -27,10 +27,13 @@ type SchemaConfig struct {
 type TableRule struct {
 	DB, Table, Key string // lower case
 	Nodes          []string
-	Rule           shard.Rule
-	subs           []shard.SubTable
-	subNames       []string
-	subSet         map[string]bool // subNames
+	// Global: the table is copied whole on every node (type global); its
+	// sub-tables are the copies, each named as the table.
+	Global   bool
+	Rule     shard.Rule
+	subs     []shard.SubTable
+	subNames []string
+	subSet   map[string]bool // subNames
 }
 
 // SubTableName returns the physical name of sub-table i.
@@ -73,7 +76,7 @@ func NewSchema(c SchemaConfig, cacheSize int) (*Schema, error) {
 		}
 		t := &TableRule{
 			DB: strings.ToLower(tc.DB), Table: strings.ToLower(tc.Table), Key: strings.ToLower(tc.Key),
-			Nodes: tc.Nodes, Rule: r, subs: r.Tables(),
+			Nodes: tc.Nodes, Rule: r, subs: r.Tables(), Global: shard.Global(r),
 		}
 		t.subSet = make(map[string]bool, len(t.subs))
 		for _, st := range t.subs {

@@ -99,7 +99,13 @@ CREATE TABLE IF NOT EXISTS test_shard_hash (
 );
 REPLACE INTO test_shard_hash (id, name) VALUES (1, 'one'), (2, 'two'), (5, 'five'), (6, 'six');
 SELECT * FROM test_shard_hash WHERE id IN (1, 2, 5, 6);
-EXPLAIN SHARD SELECT * FROM test_shard_hash WHERE id IN (1, 6);"
+EXPLAIN SHARD SELECT * FROM test_shard_hash WHERE id IN (1, 6);
+CREATE TABLE IF NOT EXISTS demo_country (
+  code  CHAR(2) PRIMARY KEY,
+  name  VARCHAR(64) NOT NULL
+);
+REPLACE INTO demo_country (code, name) VALUES ('FR', 'France'), ('JP', 'Japan');
+EXPLAIN SHARD REPLACE INTO demo_country (code, name) VALUES ('FR', 'France');"
 
 cat <<EOF
 
@@ -107,7 +113,8 @@ keyshard $("$KS_BIN" -version 2>/dev/null | awk '{print $NF}') is listening on $
 
   connect:   mariadb -h$HOST -P$PORT -uks -pks kingshard
   sharded:   test_shard_hash is hash-sharded on id over test_shard_hash_0000..0003 (node1, :3307)
-             and _0004..0007 (node2, :3308); demo_users lives on node1.
+             and _0004..0007 (node2, :3308); demo_users lives on node1;
+             demo_country is a global table, copied on both nodes.
              Try: EXPLAIN SHARD SELECT * FROM test_shard_hash WHERE id = 7;
   log:       tail -f $LOG
 EOF

@@ -349,7 +349,8 @@ func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
 
 // checkShards answers ADMIN CHECK SHARDS: every sub-table of every
 // sharded table, whether it exists, whether it is defined like the
-// table's first, and its estimated rows.
+// table's first, and its estimated rows; for each copy of a global table,
+// also whether its rows are the first copy's.
 func checkShards(srv *proxy.Server) (*proxy.AdminResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -366,9 +367,9 @@ func checkShards(srv *proxy.Server) (*proxy.AdminResult, error) {
 		case !s.Same:
 			def = "differs"
 		}
-		rows = append(rows, []string{s.Table, s.Node, s.SubTable, def, strconv.FormatInt(s.Rows, 10)})
+		rows = append(rows, []string{s.Table, s.Node, s.SubTable, def, strconv.FormatInt(s.Rows, 10), s.Data})
 	}
-	return table([]string{"table", "node", "sub_table", "definition", "rows_estimate"}, rows), nil
+	return table([]string{"table", "node", "sub_table", "definition", "rows_estimate", "data"}, rows), nil
 }
 
 // xaCmd answers ADMIN XA (keyshard's prepared branches, in doubt) and

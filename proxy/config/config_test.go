@@ -207,8 +207,11 @@ func TestEtcFiles(t *testing.T) {
 		t.Error("root/root missing")
 	}
 	s, ok := c.SchemaFor("ks")
-	if !ok || s.Default != "node1" || len(s.ShardRule) != 1 {
+	if !ok || s.Default != "node1" || len(s.ShardRule) != 2 {
 		t.Fatalf("schema for ks = %+v", s)
+	}
+	if g := s.ShardRule[1]; g.Table != "demo_country" || g.Type != "global" || len(g.Nodes) != 2 {
+		t.Errorf("global rule = %+v", g)
 	}
 	r := s.ShardRule[0]
 	if r.DB != "kingshard" || r.Table != "test_shard_hash" || r.Key != "id" || r.Type != "hash" || !reflect.DeepEqual(r.Locations, []int{4, 4}) {
@@ -427,6 +430,7 @@ schema_list:
 		{"location zero", schema("    nodes: [node1]\n    default: node1\n    shard:\n      - {db: d, table: t, key: id, type: hash, nodes: [node1], locations: [0]}\n"), `schema_list[0].shard[0].locations: each entry must be >= 1`},
 		{"date_range mismatch", schema("    nodes: [node1, node2]\n    default: node1\n    shard:\n      - {db: d, table: t, key: k, type: date_month, nodes: [node1, node2], date_range: [201601-201612]}\n"), `schema_list[0].shard[0].date_range: has 1 entries but nodes has 2`},
 		{"range without row limit", schema("    nodes: [node1]\n    default: node1\n    shard:\n      - {db: d, table: t, key: id, type: range, nodes: [node1], locations: [2]}\n"), `schema_list[0].shard[0].table_row_limit: required for a range rule`},
+		{"global with a key", schema("    nodes: [node1]\n    default: node1\n    shard:\n      - {db: d, table: t, key: id, type: global, nodes: [node1]}\n"), `schema_list[0].shard[0].key: a global table is copied whole on every node of its rule: it takes no key`},
 		{"shard without table", schema("    nodes: [node1]\n    default: node1\n    shard:\n      - {db: d, key: id, type: hash, nodes: [node1], locations: [2]}\n"), `test.yaml:17: schema_list[0].shard[0].table: required`},
 		{"duplicate shard table", schema("    nodes: [node1]\n    default: node1\n    shard:\n      - {db: d, table: t, key: id, type: hash, nodes: [node1], locations: [2]}\n      - {db: d, table: t, key: id, type: hash, nodes: [node1], locations: [2]}\n"), `test.yaml:18: schema_list[0].shard[1].table: second rule for d.t (first at line 17)`},
 

@@ -344,9 +344,22 @@ func (c *Config) validateSchemas(p *problems, users map[string]*UserConfig, node
 
 func validateShard(p *problems, r *ShardConfig, rp string, schemaNodes map[string]bool, nodes map[string]*NodeConfig) {
 	before := len(p.errs) + p.dropped
+	global := r.Type == shard.TypeGlobal
 	for _, k := range []struct{ key, val string }{{"db", r.DB}, {"table", r.Table}, {"key", r.Key}} {
-		if k.val == "" {
+		if k.val == "" && !(global && k.key == "key") {
 			p.add(r.lineOf(k.key), join(rp, k.key), "required")
+		}
+	}
+	if global {
+		// A copy of the whole table on every node: nothing splits it.
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"key", r.Key != ""}, {"locations", len(r.Locations) > 0}, {"date_range", len(r.DateRange) > 0},
+			{"list_values", len(r.ListValues) > 0}, {"table_row_limit", r.TableRowLimit != 0}} {
+			if k.set {
+				p.add(r.lineOf(k.key), join(rp, k.key), "a global table is copied whole on every node of its rule: it takes no %s", k.key)
+			}
 		}
 	}
 	switch {

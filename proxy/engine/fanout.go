@@ -445,9 +445,13 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 				}
 				changed = append(changed, l.sub())
 				l.BC.SetStatus(ok.Status)
-				affected += ok.AffectedRows
-				warnings += ok.Warnings
-				if i == rt.FirstRoute && l.done == rt.FirstSQL {
+				first := i == rt.FirstRoute && l.done == rt.FirstSQL
+				if first || !rt.Copies {
+					// The copies of a global table count as one table.
+					affected += ok.AffectedRows
+					warnings += ok.Warnings
+				}
+				if first {
 					insertID = ok.InsertID
 				}
 				more = l.ended(ok.Status)

@@ -143,6 +143,9 @@ func (e *Engine) LoadData(ld *router.Load) error {
 				continue
 			}
 			l.bc.SetStatus(ok.Status)
+			if i > 0 && t.Global {
+				continue // the copies of a global table count as one table
+			}
 			affected += ok.AffectedRows
 			warnings = min(warnings+uint64(ok.Warnings), 65535)
 			r, d, s := loadInfo(string(ok.Info))
@@ -211,6 +214,15 @@ func (e *Engine) loadFile(ld *router.Load, legs []loadLeg) error {
 			skip--
 			return nil
 		}
+		if ld.Table.Global {
+			// A copy of every line for every copy of the table.
+			for i := range legs {
+				if failed = legs[i].add(l.Raw); failed != nil {
+					return nil
+				}
+			}
+			return nil
+		}
 		i := 0 // a line the server skips (no LINES STARTING BY prefix) goes to the first sub-table
 		if !l.Skip {
 			why := ""
@@ -235,17 +247,7 @@ func (e *Engine) loadFile(ld *router.Load, legs []loadLeg) error {
 				return nil
 			}
 		}
-		leg := &legs[i]
-		leg.buf = append(leg.buf, l.Raw...)
-		if len(leg.buf) >= loadChunk {
-			bp := leg.bc.Packets()
-			if err := bp.WritePacket(leg.buf); err != nil || bp.Flush() != nil {
-				leg.bc.MarkBroken()
-				failed = lostConn(leg.bc, err)
-				return nil
-			}
-			leg.buf = leg.buf[:0]
-		}
+		failed = legs[i].add(l.Raw)
 		return nil
 	}
 	for {
@@ -263,6 +265,22 @@ func (e *Engine) loadFile(ld *router.Load, legs []loadLeg) error {
 	}
 	_ = sc.End(emit)
 	return failed
+}
+
+// add buffers a line of the file for the leg, sending the buffer once it
+// holds a chunk.
+func (leg *loadLeg) add(raw []byte) error {
+	leg.buf = append(leg.buf, raw...)
+	if len(leg.buf) < loadChunk {
+		return nil
+	}
+	bp := leg.bc.Packets()
+	if err := bp.WritePacket(leg.buf); err != nil || bp.Flush() != nil {
+		leg.bc.MarkBroken()
+		return lostConn(leg.bc, err)
+	}
+	leg.buf = leg.buf[:0]
+	return nil
 }
 
 // readAnswer reads the first packet of an answer on bc, skipping MariaDB

@@ -16,10 +16,13 @@ const (
 	TypeDateDay        = "date_day"
 	TypeList           = "list"
 	TypeConsistentHash = "consistent_hash"
+	// TypeGlobal is not a split: the table is copied whole on every node of
+	// its rule, under its own name (see Global).
+	TypeGlobal = "global"
 )
 
 // Types lists every rule type New accepts.
-var Types = []string{TypeHash, TypeRange, TypeDateYear, TypeDateMonth, TypeDateDay, TypeList, TypeConsistentHash}
+var Types = []string{TypeHash, TypeRange, TypeDateYear, TypeDateMonth, TypeDateDay, TypeList, TypeConsistentHash, TypeGlobal}
 
 // maxSubTables bounds one rule, so that a typo such as a date_day range over
 // centuries fails at load instead of allocating millions of sub-tables.
@@ -120,6 +123,8 @@ func New(c Config) (Rule, error) {
 		}
 	case TypeDateYear, TypeDateMonth, TypeDateDay:
 		return newDate(c)
+	case TypeGlobal:
+		return newGlobal(c.Nodes), nil
 	case "":
 		return nil, configError(c.Type, "type", "required: one of %s", strings.Join(Types, ", "))
 	default:
