@@ -97,7 +97,7 @@ func (s *Session) explain(sql string, info router.Info) (handled bool, err error
 		return false, nil
 	}
 	rt := &s.rt
-	if err := pl.BindTo(rt, lits, ""); err != nil {
+	if err := s.bindPlan(pl, rt, lits, ""); err != nil {
 		return true, s.fail(err)
 	}
 	if len(rt.Routes) == 0 || len(rt.Routes[0].SQL) == 0 {

@@ -97,7 +97,7 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		}
 	}
 	rt := &s.rt
-	err = pl.BindTo(rt, lits, leadingComments(sql, info))
+	err = s.bindPlan(pl, rt, lits, leadingComments(sql, info))
 	s.tr.mark(digest.Route)
 	if err != nil {
 		return true, s.fail(err)
@@ -194,8 +194,8 @@ func (s *Session) explainShard(stmt string) error {
 		if pl.Kind == router.PlanDefault {
 			rows = append(rows, []string{s.route.Default, "", stmt})
 		} else {
-			rt, err := pl.Bind(lits, leadingComments(stmt, info))
-			if err != nil {
+			rt := &router.Routing{}
+			if err := s.bindPlan(pl, rt, lits, leadingComments(stmt, info)); err != nil {
 				return s.fail(err)
 			}
 			if rt.Merge != "" {

@@ -57,6 +57,7 @@ type Server struct {
 	states    sync.Map          // collation id -> *backend.State
 	stmtRefs  *backend.StmtRefs // client statements per text, so the backend ones die with them
 	xa        *xaCoordinator    // commits writes over several nodes all or nothing
+	seqs      *sequences        // ids for auto_increment columns of sharded tables
 
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -110,6 +111,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	s.snap.Store(snap)
 	s.learnIdentity(snap, time.Duration(cfg.ConnectTimeout))
 	s.xa = newXA(s)
+	s.seqs = newSequences(s)
 	go s.xa.run()
 	if cfg.Source() != "" {
 		go s.watchConfig(fileSum(cfg.Source()))
@@ -146,7 +148,11 @@ func routeConfig(sc *config.SchemaConfig) router.SchemaConfig {
 	rc := router.SchemaConfig{Default: sc.Default, Nodes: sc.Nodes}
 	for j := range sc.ShardRule {
 		r := &sc.ShardRule[j]
-		rc.Tables = append(rc.Tables, router.TableConfig{DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes, Shard: r.ShardRule()})
+		tc := router.TableConfig{DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes, Shard: r.ShardRule()}
+		if r.AutoIncrement != "" {
+			tc.Seq = &router.Sequence{Name: r.SequenceName(), Column: r.AutoIncrement, Cache: r.SequenceCache}
+		}
+		rc.Tables = append(rc.Tables, tc)
 	}
 	return rc
 }

@@ -378,7 +378,7 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		}
 	}
 	rt := &s.rt
-	err = st.plan.BindTo(rt, lits, st.prefix)
+	err = s.bindPlan(st.plan, rt, lits, st.prefix)
 	s.tr.mark(digest.Route)
 	if err != nil {
 		return s.fail(err)

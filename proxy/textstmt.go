@@ -122,8 +122,8 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 			*l = vals[l.Param]
 		}
 	}
-	rt, err := st.plan.Bind(lits, st.prefix)
-	if err != nil {
+	rt := &s.rt
+	if err := s.bindPlan(st.plan, rt, lits, st.prefix); err != nil {
 		return true, s.fail(err)
 	}
 	return true, s.runText(rt, st.plan, router.Info{Kind: st.kind})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyshard/keyshard/router/shard"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
 )
 
 // insertPlan is the part of a plan that splits INSERT/REPLACE ... VALUES
@@ -17,6 +18,10 @@ import (
 type insertPlan struct {
 	keys []operand  // the shard key of each row
 	rows []template // each row, "(v1,v2,...)", with parameter markers
+	// seq: seqN rows take an id from this sequence, bound as literals
+	// seqBase, seqBase+1, ... (after the statement's own).
+	seq           *Sequence
+	seqBase, seqN int
 }
 
 func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
@@ -44,6 +49,22 @@ func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
 	// INSERT ... SET k = v arrives as columns and one row; it is rewritten
 	// in the VALUES form.
 	st.Setlist = false
+	if sq := t.Seq; sq != nil && len(st.Columns) > 0 {
+		// The rows that omit the sequence's column, or give it NULL, take
+		// an id from the sequence: a marker the bound ids fill.
+		ci := slices.IndexFunc(st.Columns, func(c *ast.ColumnName) bool { return c.Name.L == sq.Column })
+		if ci < 0 {
+			st.Columns = append(st.Columns, &ast.ColumnName{Name: ast.NewCIStr(sq.Column)})
+		}
+		for i, row := range st.Lists {
+			switch {
+			case ci < 0:
+				st.Lists[i] = append(row, b.seqMarker())
+			case ci < len(row) && isNull(row[ci]):
+				row[ci] = b.seqMarker()
+			}
+		}
+	}
 	if len(st.Columns) == 0 {
 		return errorf("INSERT into sharded table %s must name its columns (the shard key %s among them)", t.Table, t.Key)
 	}
@@ -65,7 +86,44 @@ func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
 	// Row templates are restored after the parameters are replaced: build
 	// them lazily in finishInsert.
 	b.plan.insert = ip
+	if b.nseq > 0 {
+		ip.seq, ip.seqBase, ip.seqN = t.Seq, b.base, b.nseq
+	}
 	return nil
+}
+
+// seqMarker is the place of the next id an INSERT takes from a sequence:
+// a parameter numbered after the statement's literals.
+func (b *builder) seqMarker() ast.ExprNode {
+	pm := &driver.ParamMarkerExpr{Order: b.base + b.nseq}
+	b.nseq++
+	return pm
+}
+
+func isNull(e ast.ExprNode) bool {
+	v, ok := e.(*driver.ValueExpr)
+	return ok && v.GetValue() == nil
+}
+
+// Sequence returns the sequence an INSERT takes ids from and how many
+// (nil, 0: none). Bind then wants the literals WithIDs returns.
+func (p *Plan) Sequence() (*Sequence, int) {
+	if p.insert == nil || p.insert.seq == nil {
+		return nil, 0
+	}
+	return p.insert.seq, p.insert.seqN
+}
+
+// WithIDs returns lits followed by the ids first, first+1, ... that the
+// plan's INSERT takes from its sequence, in a new slice.
+func (p *Plan) WithIDs(lits []Literal, first uint64) []Literal {
+	ip := p.insert
+	out := make([]Literal, ip.seqBase, ip.seqBase+ip.seqN)
+	copy(out, lits)
+	for i := range ip.seqN {
+		out = append(out, Literal{Kind: LitInt, Text: strconv.FormatUint(first+uint64(i), 10)})
+	}
+	return out
 }
 
 // finishInsert restores each VALUES row on its own (with markers).
@@ -105,6 +163,9 @@ type Route struct {
 // Routing is a bound plan: where the statement goes and as what.
 type Routing struct {
 	Routes []Route
+	// InsertID: the first id an INSERT took from a sequence, which its OK
+	// and LAST_INSERT_ID() report (0: none).
+	InsertID uint64
 	// Copies: the routes run one statement on the copies of a global
 	// table; its OK counts the first route's rows only.
 	Copies bool
@@ -315,6 +376,11 @@ func (rt *Routing) add(node, sub, sql string, params []int) {
 
 func (p *Plan) bindInsert(rt *Routing, t *TableRule, lits []Literal, prefix string, names []string) error {
 	ip := p.insert
+	if ip.seqN > 0 {
+		// The first id the statement took is its insert id, as the
+		// first auto-increment value MariaDB generates is.
+		rt.InsertID, _ = strconv.ParseUint(lits[ip.seqBase].Text, 10, 64)
+	}
 	bySub := map[int][]int{}
 	var order []int
 	for r, k := range ip.keys {
@@ -381,6 +447,9 @@ func (p *Plan) Probe(lits []Literal, prefix string) (node, sql string) {
 	names := make([]string, len(p.tables))
 	for j, tr := range p.tables {
 		names[j] = tr.SubTableName(0)
+	}
+	if _, n := p.Sequence(); n > 0 {
+		lits = p.WithIDs(lits, 1) // a stand-in: nothing runs
 	}
 	var rows strings.Builder
 	if p.insert != nil {

@@ -188,6 +188,9 @@ func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool, nlits
 		return nil, errors.New("parameters do not line up with the literals")
 	}
 	b := &builder{s: s, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default}}
+	if params {
+		b.base = nlits
+	}
 	return b.build(stmts[0], params)
 }
 
@@ -208,6 +211,8 @@ type builder struct {
 	refs    []*tableRef
 	aliases []template // the names nameFields gave the select list
 	globals bool       // the statement names a global table
+	base    int        // the statement's parameters: ids from a sequence are numbered after them
+	nseq    int        // ids an INSERT takes from a sequence
 }
 
 func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
@@ -295,6 +300,9 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		if err := b.buildInsert(st, sharded); err != nil {
 			return nil, err
 		}
+		// Ids from a sequence are bound as parameters, whatever the
+		// statement's own literals are.
+		params = params || b.nseq > 0
 	}
 	if where != nil {
 		pl.cond = b.condOf(where)

@@ -28,6 +28,10 @@ func testSchema(t testing.TB) *Schema {
 		{DB: "kingshard", Table: "ev_d", Key: "ts", Nodes: nodes, Shard: shard.Config{Type: "date_day", Nodes: 2, DateRange: []string{"20150101-20150102", "20150103"}, Location: time.UTC}},
 		{DB: "kingshard", Table: "region", Key: "code", Nodes: nodes, Shard: shard.Config{Type: "list", Nodes: 2, Locations: []int{1, 1}, ListValues: map[string]int{"1": 0, "2": 0, "3": 1}}},
 		{DB: "kingshard", Table: "sess", Key: "token", Nodes: nodes, Shard: shard.Config{Type: "consistent_hash", Nodes: 2, Locations: []int{4, 4}}},
+		{DB: "kingshard", Table: "acct", Key: "id", Nodes: nodes, Shard: shard.Config{Type: "hash", Nodes: 2, Locations: []int{2, 2}},
+			Seq: &Sequence{Name: "acct_id", Column: "id", Cache: 100}},
+		{DB: "kingshard", Table: "acct_log", Key: "acct_id", Nodes: nodes, Shard: shard.Config{Type: "hash", Nodes: 2, Locations: []int{2, 2}},
+			Seq: &Sequence{Name: "acct_log_id", Column: "id", Cache: 100}},
 		{DB: "kingshard", Table: "country", Nodes: nodes, Shard: shard.Config{Type: "global", Nodes: 2}},
 		{DB: "kingshard", Table: "rate", Nodes: nodes, Shard: shard.Config{Type: "global", Nodes: 2}},
 		{DB: "kingshard", Table: "currency", Nodes: []string{"node2"}, Shard: shard.Config{Type: "global", Nodes: 1}},
@@ -126,6 +130,9 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 				}
 			}
 		}
+	}
+	if _, n := pl.Sequence(); n > 0 {
+		lits = pl.WithIDs(lits, 1001) // ids 1001, 1002, ... from the sequence
 	}
 	rt, err := pl.Bind(lits, LeadingComments(c.Query[:info.Start]))
 	if err != nil {

@@ -14,6 +14,15 @@ type TableConfig struct {
 	DB, Table, Key string
 	Nodes          []string
 	Shard          shard.Config
+	Seq            *Sequence // nil: the table takes no ids from a sequence
+}
+
+// Sequence is where a sharded table's auto-increment column takes its
+// ids: a row of keyshard's sequence table, read in blocks.
+type Sequence struct {
+	Name   string // the sequence's name (its row)
+	Column string // the column it fills, lower case
+	Cache  int    // ids taken per block (one backend round trip)
 }
 
 // SchemaConfig is one schema_list entry.
@@ -29,7 +38,10 @@ type TableRule struct {
 	Nodes          []string
 	// Global: the table is copied whole on every node (type global); its
 	// sub-tables are the copies, each named as the table.
-	Global   bool
+	Global bool
+	// Seq: an INSERT that omits Seq.Column (or gives NULL) takes its
+	// value from the sequence.
+	Seq      *Sequence
 	Rule     shard.Rule
 	subs     []shard.SubTable
 	subNames []string
@@ -77,6 +89,9 @@ func NewSchema(c SchemaConfig, cacheSize int) (*Schema, error) {
 		t := &TableRule{
 			DB: strings.ToLower(tc.DB), Table: strings.ToLower(tc.Table), Key: strings.ToLower(tc.Key),
 			Nodes: tc.Nodes, Rule: r, subs: r.Tables(), Global: shard.Global(r),
+		}
+		if tc.Seq != nil {
+			t.Seq = &Sequence{Name: tc.Seq.Name, Column: strings.ToLower(tc.Seq.Column), Cache: max(1, tc.Seq.Cache)}
 		}
 		t.subSet = make(map[string]bool, len(t.subs))
 		for _, st := range t.subs {

@@ -134,6 +134,16 @@ func ParseErr(p []byte) *mysql.MyError {
 	return e
 }
 
+// SetOKInsertID appends to b the OK packet p with its insert id replaced by
+// id, everything else as it came (p must parse as an OK).
+func SetOKInsertID(b, p []byte, id uint64) []byte {
+	_, _, n := lenEncInt(p[1:])
+	_, _, m := lenEncInt(p[1+n:])
+	b = append(b, p[:1+n]...)
+	b = mysql.AppendLengthEncodedInteger(b, id)
+	return append(b, p[1+n+m:]...)
+}
+
 // AppendOK appends an OK packet payload without session-state information
 // (see AppendOKState). The info, if any, is length-encoded, as servers send it.
 func AppendOK(b []byte, affected, insertID uint64, status, warnings uint16, info string) []byte {

@@ -140,8 +140,28 @@ type ShardConfig struct {
 	// ListValues (keyshard, type list): entry i lists the key values,
 	// comma-separated, that live in sub-table i.
 	ListValues []string `yaml:"list_values"`
+	// AutoIncrement (keyshard) names the column an INSERT that omits it
+	// (or gives NULL) fills from a sequence: ids unique across the
+	// sub-tables and every keyshard instance sharing the backends.
+	AutoIncrement string `yaml:"auto_increment"`
+	// Sequence names the sequence (its row in <xa_log_db>.ks_sequence on
+	// xa_log_node); default "<db>.<table>". Rules naming one sequence
+	// share its ids.
+	Sequence string `yaml:"sequence"`
+	// SequenceCache is how many ids one block takes (one round trip to
+	// the sequence's node); default 1000.
+	SequenceCache int `yaml:"sequence_cache"`
 
 	pos
+}
+
+// SequenceName is the name of the rule's sequence: sequence, else
+// "<db>.<table>".
+func (r *ShardConfig) SequenceName() string {
+	if r.Sequence != "" {
+		return r.Sequence
+	}
+	return r.DB + "." + r.Table
 }
 
 // ShardTypes are the shard rule type names accepted in ShardConfig.Type.

@@ -37,6 +37,7 @@ const (
 	defaultRYWWindow     = time.Second
 	defaultReadYourWrite = "master"
 	defaultXALogDB       = "keyshard"
+	defaultSequenceCache = 1000
 	defaultXARecover     = 30 * time.Second
 	defaultXATimeout     = 60 * time.Second
 
@@ -112,6 +113,13 @@ func (c *Config) ApplyDefaults() {
 	dur(&c.XAPreparedTimeout, defaultXATimeout)
 	if c.XALogNode == "" && len(c.SchemaList) > 0 {
 		c.XALogNode = c.SchemaList[0].Default
+	}
+	for i := range c.SchemaList {
+		for j := range c.SchemaList[i].ShardRule {
+			if r := &c.SchemaList[i].ShardRule[j]; r.AutoIncrement != "" {
+				num(&r.SequenceCache, defaultSequenceCache)
+			}
+		}
 	}
 	str(&c.DefaultAuthPlugin, defaultAuthPlugin)
 	num(&c.LogMaxSizeMB, defaultLogMaxSizeMB)
@@ -408,6 +416,17 @@ func validateShard(p *problems, r *ShardConfig, rp string, schemaNodes map[strin
 		if _, err := shard.New(r.ShardRule()); err != nil {
 			p.add(r.lineOf("type"), rp, "%v", err)
 		}
+	}
+	switch {
+	case r.AutoIncrement == "" && r.Sequence != "":
+		p.add(r.lineOf("sequence"), join(rp, "sequence"), "needs auto_increment: the column the sequence fills")
+	case r.AutoIncrement == "" && r.SequenceCache != 0:
+		p.add(r.lineOf("sequence_cache"), join(rp, "sequence_cache"), "needs auto_increment: the column the sequence fills")
+	case r.AutoIncrement != "" && global:
+		p.add(r.lineOf("auto_increment"), join(rp, "auto_increment"), "a global table takes no ids from a sequence: "+
+			"its copies are written alike, so the server's own AUTO_INCREMENT would differ between them; give the ids")
+	case r.SequenceCache < 0:
+		p.add(r.lineOf("sequence_cache"), join(rp, "sequence_cache"), "must not be negative, got %d", r.SequenceCache)
 	}
 	switch {
 	case r.TableRowLimit < 0:

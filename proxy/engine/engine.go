@@ -100,6 +100,10 @@ type Engine struct {
 	ColTypes []byte
 
 	colBuf []byte // colDef's scratch
+	// genID is the first id the running statement took from a sequence
+	// (0: none): its OK reports it as the insert id. Route sets it.
+	genID uint64
+	idBuf []byte // relayOK's scratch for an OK with genID
 }
 
 // colDef is column definition p as the client sees it: under a sharded
@@ -306,8 +310,8 @@ type Run struct {
 // other fan-out (SELECT relayed as one result set, writes and DDL summed
 // into one OK) on one connection per node.
 func (e *Engine) Route(rt *router.Routing, pl *router.Plan, run Run) error {
-	e.Sharded = pl
-	defer func() { e.Sharded = nil }()
+	e.Sharded, e.genID = pl, rt.InsertID
+	defer func() { e.Sharded, e.genID = nil, 0 }()
 	if rt.Merge != "" {
 		return e.Fail(MergeErr(rt, pl))
 	}

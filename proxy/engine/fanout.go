@@ -454,6 +454,9 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 				if first {
 					insertID = ok.InsertID
 				}
+				if rt.InsertID != 0 {
+					insertID = rt.InsertID // the first id from a sequence
+				}
 				more = l.ended(ok.Status)
 			default:
 				// A result set where none was expected: not ours to relay.

@@ -219,6 +219,13 @@ func (e *Engine) relayOK(bc *backend.Conn, p []byte, res *Result) (more bool, er
 	}
 	e.Last.RowCount = int64(ok.AffectedRows)
 	e.Trace.Sent(0, ok.AffectedRows)
+	if e.genID != 0 {
+		// The statement's ids came from a sequence: the first is its
+		// insert id, whatever the sub-table's AUTO_INCREMENT says.
+		ok.InsertID = e.genID
+		e.idBuf = wire.SetOKInsertID(e.idBuf[:0], p, e.genID)
+		p = e.idBuf
+	}
 	if ok.InsertID != 0 {
 		e.Last.InsertID = ok.InsertID
 	}
