@@ -100,6 +100,8 @@ CREATE TABLE IF NOT EXISTS test_shard_hash (
 REPLACE INTO test_shard_hash (id, name) VALUES (1, 'one'), (2, 'two'), (5, 'five'), (6, 'six');
 SELECT * FROM test_shard_hash WHERE id IN (1, 2, 5, 6);
 EXPLAIN SHARD SELECT * FROM test_shard_hash WHERE id IN (1, 6);
+INSERT INTO test_shard_hash (name) VALUES ('id from the sequence');
+SELECT LAST_INSERT_ID();
 CREATE TABLE IF NOT EXISTS demo_country (
   code  CHAR(2) PRIMARY KEY,
   name  VARCHAR(64) NOT NULL
