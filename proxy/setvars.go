@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,9 +55,13 @@ func (s *Session) set(p []byte, sql string) error {
 			}
 		}
 	}
+	oneShot := slices.ContainsFunc(items, func(it router.SetItem) bool { return it.Kind == router.SetOneShot })
 	return s.eng.ForwardThen(nil, p, nil, nil, func(bc *backend.Conn, res engine.Result) {
 		if res.Err != nil {
 			return
+		}
+		if oneShot {
+			s.lease.NextTx(strings.Clone(sql))
 		}
 		if global {
 			// New sessions on that server start from the new globals:

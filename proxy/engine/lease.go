@@ -108,6 +108,20 @@ type Lease struct {
 	xid        string          // the XA transaction of a transaction over several nodes ("" none)
 	branches   []*backend.Conn // its branches on the nodes besides the pinned connection's
 	status     uint16          // the server status of the session's last answer (see Status)
+	// txNext are the session's one-shot SET TRANSACTION statements that
+	// its next transaction takes (see NextTx); txNextFresh: just recorded.
+	txNext      []string
+	txNextFresh bool
+}
+
+// NextTx records a SET TRANSACTION statement (isolation level, READ
+// ONLY/WRITE for the next transaction only) that ran on the session's
+// connection: the XA branches of that transaction, on other nodes, take
+// it too. A statement that then runs outside a transaction, or the end of
+// the transaction, uses it up, as on the server.
+func (l *Lease) NextTx(sql string) {
+	l.txNext = append(l.txNext, sql)
+	l.txNextFresh = true
 }
 
 // Pinned returns the pinned connection (nil: none).
@@ -387,10 +401,16 @@ func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The transaction's characteristics, for the branch's next
+	// transaction only: those SET TRANSACTION gave it, and READ ONLY from
+	// START TRANSACTION READ ONLY. (The session's own isolation level is
+	// synced like any variable.)
+	chars := l.txNext
 	if l.pinned.Status&mysql.SERVER_STATUS_IN_TRANS_READONLY != 0 {
-		// A READ ONLY transaction's branches are read-only too (for the
-		// next transaction of that connection only).
-		if _, err := bc.Exec("SET TRANSACTION READ ONLY"); err != nil {
+		chars = append(slices.Clip(chars), "SET TRANSACTION READ ONLY")
+	}
+	for _, q := range chars {
+		if _, err := bc.Exec(q); err != nil {
 			bc.MarkBroken()
 			l.putBack(bc)
 			return nil, err
@@ -613,6 +633,14 @@ func (l *Lease) Release(bc *backend.Conn) {
 		}
 		// A broken pinned connection goes as below.
 	}
+	if len(l.txNext) > 0 && (l.pinned == nil || l.pinned == bc) {
+		switch {
+		case l.txNextFresh && !bc.Broken():
+			l.txNextFresh = false // the SET TRANSACTION itself
+		case bc.Broken() || !inTrans(bc):
+			l.txNext, l.txNextFresh = nil, false
+		}
+	}
 	pool := bc.Pool()
 	if bc.Broken() {
 		if l.pinned == bc {
@@ -712,6 +740,7 @@ func (l *Lease) End() {
 	}
 	noReuse := l.noReuse
 	l.cursors = 0
+	l.txNext, l.txNextFresh = nil, false
 	l.sticky, l.lockTables, l.txBegin, l.noReuse = "", false, "", false
 	bc := l.pinned
 	if bc == nil {

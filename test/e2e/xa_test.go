@@ -254,6 +254,36 @@ func TestShardXATransactions(t *testing.T) {
 	}
 }
 
+// A transaction's characteristics reach its XA branches: SET TRANSACTION
+// ISOLATION LEVEL SERIALIZABLE (for the next transaction only) makes the
+// branch on node2 read with shared locks too, which a direct writer there
+// then waits for; the next transaction is REPEATABLE READ again on both.
+func TestXABranchIsolation(t *testing.T) {
+	c := shardUserConn(t)
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (1, 'one'), (5, 'five')")
+	node2 := direct(t, basePort+1, "shard_e2e")
+	node2.SetMaxOpenConns(1)
+	mustExec(t, node2, "SET SESSION innodb_lock_wait_timeout = 1")
+	writeOnNode2 := func() error {
+		_, err := node2.Exec("UPDATE sh_user_0005 SET name = 'direct' WHERE id = 5")
+		return err
+	}
+	mustExecConn(t, c, "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+	mustExecConn(t, c, "BEGIN")
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id = 1", "one", "SERIALIZABLE transaction, node1")
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id = 5", "five", "SERIALIZABLE transaction, its branch on node2")
+	wantErrContains(t, "a write on node2 while a SERIALIZABLE branch has read the row", writeOnNode2(), 1205, "Lock wait timeout")
+	mustExecConn(t, c, "COMMIT")
+	// Used up: the next transaction's branch reads without locks.
+	mustExecConn(t, c, "BEGIN")
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id = 1", "one", "next transaction, node1")
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id = 5", "five", "next transaction, node2")
+	if err := writeOnNode2(); err != nil {
+		t.Fatalf("a write on node2 beside a REPEATABLE READ branch: %v", err)
+	}
+	mustExecConn(t, c, "COMMIT")
+}
+
 // A prepared branch recovery cannot decide yet is in doubt: ADMIN XA and
 // GET /api/v1/xa list it, keyshard_xa_in_doubt counts it, and ADMIN XA
 // ROLLBACK (or COMMIT) finishes it by hand.
