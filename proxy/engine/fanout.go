@@ -21,6 +21,12 @@ type Leg struct {
 
 	done     int  // statements whose answer has been read
 	finished bool // the last packet of the leg's answer has been read
+	// queued: a merge leg whose statement waits for the leg before it on
+	// the same connection (see readAhead); ahead: its rows read ahead,
+	// handed to the merge from memory (nil: read from the connection).
+	queued bool
+	ahead  [][]byte
+	cols   bool // a merge leg's column definitions were read
 }
 
 // next reports whether more answers follow on the leg after one that ended
@@ -245,6 +251,9 @@ func (e *Engine) releaseLegs(legs []Leg) {
 func (e *Engine) sendLegs(legs []Leg, send func(l *Leg) error, name bool) error {
 	for i := range legs {
 		l := &legs[i]
+		if l.queued {
+			continue // sent once the leg before it on its connection is read (see merged)
+		}
 		err := send(l)
 		if err == nil {
 			continue

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -21,9 +23,11 @@ import (
 // read from the nodes' replicas.
 func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg) error) error {
 	acOn := e.Conns.Holding() && read && !e.Conns.TxOpen() // autocommit off, no transaction open yet: a read as of now
-	// Inside a transaction over several nodes, one sub-table per node: its
-	// legs run on the transaction's own connections.
-	inTx := e.Conns.Holding() && e.Conns.Spans() && onePerNode(rt)
+	// Inside a transaction over several nodes, the legs run on the
+	// transaction's own connections, one per node: a node's sub-tables
+	// one after the other on it (all but the last read ahead, see
+	// readAhead), so the merge sees the transaction's writes.
+	inTx := e.Conns.Holding() && e.Conns.Spans() && !acOn
 	if e.Conns.Holding() && !acOn && !inTx {
 		where, after := holding(e.Conns.Status())
 		return e.Fail(Errorf(KindNotSupported, "keyshard: %s, this SELECT cannot read %d sub-tables of sharded table %s and merge them: "+
@@ -32,7 +36,7 @@ func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg)
 	}
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
-		if max := e.Nodes[r.Node].Master.Options().MaxConns; len(r.SQL) > max {
+		if max := e.Nodes[r.Node].Master.Options().MaxConns; len(r.SQL) > max && !inTx {
 			return e.Fail(Errorf(KindNotSupported, "keyshard: merging %d sub-tables of sharded table %s on node %s needs a connection per sub-table, "+
 				"more than its max_conns_limit %d; raise max_conns_limit or add the shard key to WHERE", len(r.SQL), rt.Spec.Table, r.Node, max))
 		}
@@ -53,22 +57,28 @@ func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg)
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
 		n := e.Nodes[r.Node]
+		var txConn *backend.Conn // inTx: the node's connection in the transaction
 		for j := range r.SQL {
 			var bc *backend.Conn
 			var err error
-			if pinned := e.Conns.Pinned(); pinned != nil && pinned.Pool() == n.Master && !usedPinned && !acOn {
+			if txConn != nil {
+				bc = txConn
+			} else if pinned := e.Conns.Pinned(); pinned != nil && pinned.Pool() == n.Master && !usedPinned && !acOn {
 				bc, usedPinned = pinned, true
 				e.Trace.WaitDone(bc)
 			} else if bc, err = e.Conns.Acquire(n, p); err != nil {
 				e.releaseLegs(legs)
 				return e.Fail(err)
 			}
+			if inTx {
+				txConn = bc
+			}
 			one := router.Route{Node: r.Node, SubTables: r.SubTables[j : j+1], SQL: r.SQL[j : j+1]}
 			if r.Params != nil {
 				one.Params = r.Params[j : j+1]
 			}
 			routes = append(routes, one)
-			legs = append(legs, Leg{BC: bc, Route: &routes[len(routes)-1]})
+			legs = append(legs, Leg{BC: bc, Route: &routes[len(routes)-1], queued: j > 0 && inTx})
 		}
 	}
 	if err := e.sendLegs(legs, send, true); err != nil {
@@ -82,8 +92,20 @@ func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg)
 		return e.Fail(err)
 	}
 	e.Trace.Running(legs[0].BC)
-	err := e.relayMerged(rt, legs, binary)
+	err := e.relayMerged(rt, legs, binary, send)
 	e.Trace.Running(nil)
+	for i := range legs {
+		if inTx && !legs[i].BC.Broken() {
+			// The transaction's connections stay: what the merge left
+			// unread is read and dropped, not cancelled.
+			if serr := skipLeg(&legs[i]); serr != nil {
+				legs[i].BC.MarkBroken()
+			}
+		}
+		if legs[i].queued {
+			legs[i].finished = true // never sent: nothing to read
+		}
+	}
 	// A leg not read to the end is cancelled, and its connection closed.
 	cancelLegs(legs)
 	e.releaseLegs(legs)
@@ -118,6 +140,14 @@ type legSource struct {
 
 func (src *legSource) Next() ([]byte, error) {
 	l := src.l
+	if l.ahead != nil {
+		if len(l.ahead) == 0 {
+			return nil, nil
+		}
+		p := l.ahead[0]
+		l.ahead = l.ahead[1:]
+		return p, nil
+	}
 	if l.finished {
 		return nil, nil
 	}
@@ -148,15 +178,105 @@ func (src *legSource) Next() ([]byte, error) {
 	return p, nil
 }
 
+// readAhead reads the rest of leg l's rows into memory (l.ahead), so that
+// the next statement on its connection can run: a transaction's node
+// answers for its sub-tables one after the other. held counts the rows
+// read ahead so far, up to limit; failed is an error for the client.
+func readAhead(l *Leg, held *int, limit int, table string) (failed, err error) {
+	var warnings uint16
+	src := &legSource{l: l, warnings: &warnings}
+	ahead := [][]byte{}
+	for {
+		p, err := src.Next()
+		if err != nil {
+			var me *mysql.MyError
+			if errors.As(err, &me) {
+				return me, nil
+			}
+			return nil, err
+		}
+		if p == nil {
+			l.ahead = ahead
+			return nil, nil
+		}
+		if *held++; *held > limit {
+			if err := skipRows(src); err != nil {
+				return nil, err
+			}
+			return &mysql.MyError{Code: mysql.ER_OUT_OF_SORTMEMORY, State: "HY001", Message: "keyshard: merging sharded table " + table +
+				" inside a transaction reads the sub-tables of a node one after the other, holding all but the last in memory: " +
+				"more than max_merge_rows (" + strconv.Itoa(limit) + ") rows; add the shard key to WHERE, or merge outside the transaction"}, nil
+		}
+		ahead = append(ahead, append([]byte(nil), p...))
+	}
+}
+
+// skipRows reads the rest of a leg's rows and drops them.
+func skipRows(src *legSource) error {
+	for {
+		p, err := src.Next()
+		var me *mysql.MyError
+		if p == nil && (err == nil || errors.As(err, &me)) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// skipLeg reads the rest of the answer of a leg that was sent (its
+// columns, if mergeColumns did not, and its rows) and drops it: inside a
+// transaction its connection must stay usable, where elsewhere it would be
+// closed.
+func skipLeg(l *Leg) error {
+	if l.finished || l.queued {
+		return nil
+	}
+	if !l.cols {
+		p, err := readAnswer(l.BC)
+		if err != nil {
+			return lostConn(l.BC, err)
+		}
+		if len(p) == 0 || p[0] == wire.ErrHeader || p[0] == wire.OKHeader {
+			l.finished = true
+			return nil
+		}
+		n, _, perr := wire.ReadLenEncInt(p, 0)
+		if perr != nil {
+			return lostConn(l.BC, perr)
+		}
+		for range n {
+			if _, err := l.BC.Packets().ReadPacket(); err != nil {
+				return lostConn(l.BC, err)
+			}
+		}
+		if !l.BC.DeprecateEOF() {
+			if _, err := readColsEOF(l.BC); err != nil {
+				return err
+			}
+		}
+	}
+	var warnings uint16
+	return skipRows(&legSource{l: l, warnings: &warnings})
+}
+
 // mergeColumns reads every leg's column definitions: the first leg's
 // (cols), and the definitions the client sees (defs: without the hidden
 // columns the merge added). A leg that answers otherwise, or with other
 // columns, is an error for the client (failed); err is a lost backend.
-func mergeColumns(legs []Leg, hidden int, trace Tracer) (cols []merge.Column, defs [][]byte, failed, err error) {
+// A queued leg's statement is sent by next once the leg before it, on
+// the same connection, is read ahead.
+func mergeColumns(legs []Leg, hidden int, trace Tracer, next func(i int) (failed, err error)) (cols []merge.Column, defs [][]byte, failed, err error) {
 	for i := range legs {
 		l := &legs[i]
 		if failed != nil {
 			break
+		}
+		if l.queued {
+			if failed, err = next(i); failed != nil || err != nil {
+				return nil, nil, failed, err
+			}
 		}
 		p, err := l.first(trace)
 		if err != nil {
@@ -203,15 +323,33 @@ func mergeColumns(legs []Leg, hidden int, trace Tracer) (cols []merge.Column, de
 				return nil, nil, nil, err
 			}
 		}
+		l.cols = true
 	}
 	return cols, defs, failed, nil
 }
 
 // relayMerged reads every leg's column definitions, sends the client the
 // visible ones, merges the rows and ends the result.
-func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool) error {
+func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool, send func(l *Leg) error) error {
 	spec := rt.Spec
-	cols, defs, failed, err := mergeColumns(legs, spec.Hidden, e.Trace)
+	held := 0
+	next := func(i int) (failed, err error) {
+		if failed, err = readAhead(&legs[i-1], &held, e.MaxMergeRows, spec.Table); failed != nil || err != nil {
+			return failed, err
+		}
+		l := &legs[i]
+		l.queued = false
+		if err := e.sendLegs(legs[i:i+1], send, true); err != nil {
+			var me *mysql.MyError
+			if errors.As(err, &me) {
+				l.finished = true
+				return me, nil
+			}
+			return nil, err
+		}
+		return nil, nil
+	}
+	cols, defs, failed, err := mergeColumns(legs, spec.Hidden, e.Trace, next)
 	if err != nil {
 		return e.Fail(err)
 	}
@@ -270,14 +408,4 @@ func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool) error 
 		}
 	}
 	return e.Client.ResultEnd(warnings, e.Conns.Status())
-}
-
-// onePerNode reports whether a routing has one sub-table per node.
-func onePerNode(rt *router.Routing) bool {
-	for i := range rt.Routes {
-		if len(rt.Routes[i].SQL) != 1 {
-			return false
-		}
-	}
-	return true
 }

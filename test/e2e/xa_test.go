@@ -284,6 +284,39 @@ func TestXABranchIsolation(t *testing.T) {
 	mustExecConn(t, c, "COMMIT")
 }
 
+// Inside a transaction over several nodes a SELECT over several
+// sub-tables of each node is merged on the transaction's own connections
+// and sees its writes; one that would hold too many rows ahead fails as a
+// statement, and the transaction goes on.
+func TestXAMergeInTransaction(t *testing.T) {
+	c := shardUserConnYAML(t, shardYAML("%ADDR%")+"max_merge_rows: 20\n")
+	ctx := context.Background()
+	for i := range 16 {
+		mustExecConn(t, c, fmt.Sprintf("INSERT INTO sh_user (id, name) VALUES (%d, 'n%d')", i, i))
+	}
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "DELETE FROM sh_user WHERE id = 3")                                     // node1
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (100, 'new'), (101, 'new too')") // node1 and node2
+	wantColConn(t, c, "SELECT id FROM sh_user WHERE id < 8 OR id > 99 ORDER BY id DESC LIMIT 4", "101,100,7,6", "an ordered merge in the transaction")
+	wantColConn(t, c, "SELECT COUNT(*) FROM sh_user", "17", "COUNT(*) in the transaction")
+	wantColConn(t, c, "SELECT name FROM sh_user GROUP BY name HAVING name LIKE 'new%' ORDER BY name", "new,new too", "GROUP BY in the transaction")
+	// Prepared (binary protocol), several sub-tables per node.
+	var n int
+	if err := c.QueryRowContext(ctx, "SELECT COUNT(*) FROM sh_user WHERE id <> ?", 0).Scan(&n); err != nil || n != 16 {
+		t.Fatalf("prepared COUNT(*) in the transaction: %d, %v", n, err)
+	}
+	// With 30 rows more, the sub-tables a node's connection reads ahead
+	// hold more than max_merge_rows (20).
+	for i := 200; i < 230; i++ {
+		mustExecConn(t, c, fmt.Sprintf("INSERT INTO sh_user (id, name) VALUES (%d, 'bulk')", i))
+	}
+	_, err := c.ExecContext(ctx, "SELECT id FROM sh_user ORDER BY name")
+	wantErrContains(t, "a merge holding too many rows ahead", err, 1038, "inside a transaction reads the sub-tables of a node one after the other")
+	wantColConn(t, c, "SELECT COUNT(*) FROM sh_user WHERE id IN (3, 100, 101)", "2", "the transaction after the failed merge")
+	mustExecConn(t, c, "ROLLBACK")
+	wantColConn(t, c, "SELECT COUNT(*) FROM sh_user", "16", "after ROLLBACK")
+}
+
 // A prepared branch recovery cannot decide yet is in doubt: ADMIN XA and
 // GET /api/v1/xa list it, keyshard_xa_in_doubt counts it, and ADMIN XA
 // ROLLBACK (or COMMIT) finishes it by hand.
