@@ -183,6 +183,14 @@ func (s *Session) run() {
 		}
 		cmd := p[0]
 		err = s.dispatch(cmd, p)
+		if err != nil && s.lease.Branches() > 0 && engine.RollsBackTx(err) {
+			// One node rolled the whole transaction back (a deadlock
+			// victim): so does every other, as one server's would; the
+			// client got the server's error.
+			if _, rerr := s.lease.EndTx(false); rerr != nil {
+				s.log.Debug("rolling back a transaction over several nodes after a deadlock", zap.Error(rerr))
+			}
+		}
 		var ce *engine.ClientError
 		if errors.As(err, &ce) || err == engine.ErrClose {
 			err = errCloseAfterReply

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 
 	"github.com/keyshard/keyshard/router"
@@ -59,6 +61,23 @@ func failpoint(step, node string) {
 	if f := Failpoint.Load(); f != nil {
 		(*f)(step, node)
 	}
+}
+
+// RollsBackTx reports whether err is a server error after which the
+// server has rolled back the whole transaction on its node (a deadlock
+// victim, an XA branch marked rollback-only), not just the statement: a
+// transaction over several nodes must then roll back everywhere, as one
+// server's would.
+func RollsBackTx(err error) bool {
+	var me *mysql.MyError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Code {
+	case mysql.ER_LOCK_DEADLOCK, mysql.ER_XA_RBDEADLOCK, mysql.ER_XA_RBROLLBACK, mysql.ER_XA_RBTIMEOUT:
+		return true
+	}
+	return false
 }
 
 // isWrite reports whether a statement kind changes rows (DDL aside: it

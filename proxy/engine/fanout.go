@@ -205,6 +205,11 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 					back = append(back, legs[i].BC)
 				}
 			}
+			// After a deadlock the transaction is gone on that node: the
+			// session rolls it back everywhere (see RollsBackTx).
+			if RollsBackTx(err) {
+				back = nil
+			}
 			if rerr := execAll(back, "", func(int) string { return "ROLLBACK TO SAVEPOINT ks_stmt" }); rerr != nil {
 				for _, bc := range back {
 					bc.MarkBroken() // the transaction is lost with it: the session ends

@@ -317,6 +317,58 @@ func TestXAMergeInTransaction(t *testing.T) {
 	wantColConn(t, c, "SELECT COUNT(*) FROM sh_user", "16", "after ROLLBACK")
 }
 
+// A deadlock that makes the transaction's first node roll it back rolls it
+// back on every node at once, as one server would: the client gets 1213,
+// the branch on node2 lets go of its locks, and the connection goes on.
+func TestXADeadlockOnFirstNode(t *testing.T) {
+	c := shardUserConn(t)
+	ctx := context.Background()
+	mustExecConn(t, c, "INSERT INTO sh_user (id, name) VALUES (1, 'one'), (9, 'nine'), (5, 'five')")
+	node1 := direct(t, basePort, "shard_e2e")
+	d, err := node1.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'c' WHERE id = 1") // node1, sh_user_0001: the first node
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'c' WHERE id = 5") // node2: a branch
+	// d, a heavier transaction on node1 (InnoDB picks the lighter victim),
+	// holds id 9 and will want id 1.
+	mustExecConn(t, d, "BEGIN")
+	mustExecConn(t, d, "UPDATE sh_user_0001 SET name = 'd' WHERE id = 9")
+	mustExecConn(t, d, "INSERT INTO sh_user_0002 (id, name) SELECT seq * 8 + 2, 'pad' FROM seq_1_to_200")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.ExecContext(ctx, "UPDATE sh_user SET name = 'c' WHERE id = 9")
+		errc <- err
+	}()
+	waitFor(t, "keyshard's statement to wait for d's lock", func() bool {
+		return len(queryCol(t, node1, "SELECT 1 FROM information_schema.innodb_lock_waits")) > 0
+	})
+	if _, err := d.ExecContext(ctx, "UPDATE sh_user_0001 SET name = 'd' WHERE id = 1"); err != nil {
+		t.Fatalf("d, the heavier transaction, lost the deadlock: %v", err)
+	}
+	wantErrContains(t, "the deadlock victim", <-errc, 1213, "Deadlock")
+	mustExecConn(t, d, "ROLLBACK")
+	// The branch on node2 is gone with its lock: a direct write there
+	// does not wait.
+	node2 := direct(t, basePort+1, "shard_e2e")
+	node2.SetMaxOpenConns(1)
+	mustExec(t, node2, "SET SESSION innodb_lock_wait_timeout = 1")
+	mustExec(t, node2, "UPDATE sh_user_0005 SET name = 'direct' WHERE id = 5")
+	if rows := allRows(t, node2, "XA RECOVER"); len(rows) != 0 {
+		t.Fatalf("prepared branches left: %q", rows)
+	}
+	// The session goes on, outside any transaction.
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5, 9) ORDER BY id", "one,direct,nine", "after the deadlock")
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id = 1")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'x' WHERE id = 5")
+	mustExecConn(t, c, "COMMIT")
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", "x,x", "a transaction after the deadlock")
+}
+
 // A prepared branch recovery cannot decide yet is in doubt: ADMIN XA and
 // GET /api/v1/xa list it, keyshard_xa_in_doubt counts it, and ADMIN XA
 // ROLLBACK (or COMMIT) finishes it by hand.
