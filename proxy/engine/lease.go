@@ -514,7 +514,10 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 			l.rollbackBranches(first)
 			return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
 		}
-		first.MarkBroken() // committed all the same; its state is unsure
+		// Committed all the same: the connection goes (its state is
+		// unsure), the transaction is not lost with it.
+		first.SetStatus(first.Status &^ txStatus)
+		first.MarkBroken()
 	}
 	all := true
 	if err := execAll(l.branches, "commit", func(i int) string { return "XA COMMIT " + branchID(xid, l.branches[i].Node()) }); err != nil {
@@ -555,6 +558,11 @@ func (l *Lease) rollbackBranches(first *backend.Conn) {
 		if _, err := first.Exec("ROLLBACK"); err != nil {
 			first.MarkBroken()
 		}
+	}
+	if first != nil {
+		// Rolled back, or closed (which rolls back): the transaction is
+		// over, not lost with the connection.
+		first.SetStatus(first.Status &^ txStatus)
 	}
 	if l.XA != nil {
 		l.XA.Outcome(false, nodes)

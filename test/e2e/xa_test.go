@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -424,5 +427,149 @@ func wantColConn(t *testing.T, c *sql.Conn, q, want, what string) {
 	t.Helper()
 	if got := queryColConn(t, c, q, 0); strings.Join(got, ",") != want {
 		t.Fatalf("%s: %v, want %s", what, got, want)
+	}
+}
+
+// commitCutter relays a backend's connections and, once armed, cuts the
+// connection that sends COMMIT: before the server sees it (before), or
+// after the server has answered, the answer dropped (!before).
+type commitCutter struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	armed  bool
+	before bool
+	cut    chan struct{}
+}
+
+func newCommitCutter(t *testing.T, target string) *commitCutter {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &commitCutter{ln: ln, target: target, cut: make(chan struct{}, 1)}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go cc.relay(c)
+		}
+	}()
+	return cc
+}
+
+func (cc *commitCutter) arm(before bool) {
+	cc.mu.Lock()
+	cc.armed, cc.before = true, before
+	cc.mu.Unlock()
+}
+
+// take reports whether a COMMIT is to be cut now (disarming).
+func (cc *commitCutter) take() (cut, before bool) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cut, before, cc.armed = cc.armed, cc.before, false
+	return cut, before
+}
+
+func (cc *commitCutter) relay(c net.Conn) {
+	defer c.Close()
+	s, err := net.Dial("tcp", cc.target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	var dropping atomic.Bool
+	answered := make(chan struct{}, 1)
+	go func() { // server -> client, until dropping: then the answer is read and dropped
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := s.Read(buf)
+			if n > 0 {
+				if dropping.Load() {
+					answered <- struct{}{}
+					return
+				}
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	hdr := make([]byte, 4)
+	for {
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			return
+		}
+		body := make([]byte, int(hdr[0])|int(hdr[1])<<8|int(hdr[2])<<16)
+		if _, err := io.ReadFull(c, body); err != nil {
+			return
+		}
+		if string(body) == "\x03COMMIT" {
+			if cut, before := cc.take(); cut {
+				if !before {
+					dropping.Store(true)
+					_, _ = s.Write(append(hdr, body...))
+					select { // the server's OK: committed, and dropped
+					case <-answered:
+					case <-time.After(5 * time.Second):
+					}
+				}
+				cc.cut <- struct{}{}
+				return
+			}
+		}
+		if _, err := s.Write(append(hdr, body...)); err != nil {
+			return
+		}
+	}
+}
+
+// The first node's COMMIT of a transaction over two nodes: when the
+// answer is lost after the server committed, keyshard reads the decision
+// (committed with it) and commits the branch: the client gets OK. When the
+// COMMIT never reached the server, the decision is rollback: every node
+// rolls back and the client is told so.
+func TestXALostCommitAnswer(t *testing.T) {
+	setupShardDB(t)
+	cc := newCommitCutter(t, fmt.Sprintf("127.0.0.1:%d", basePort))
+	yaml := strings.Replace(shardYAML("%ADDR%"), fmt.Sprintf("master: 127.0.0.1:%d\n", basePort), "master: "+cc.ln.Addr().String()+"\n", 1)
+	p := startProxy(t, yaml)
+	db := p.open(t, "ks:ks", "shard_e2e", "")
+	mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32))")
+	mustExec(t, db, "INSERT INTO sh_user (id, name) VALUES (1, 'one'), (5, 'five')")
+	ctx := context.Background()
+	for _, before := range []bool{false, true} {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExecConn(t, c, "BEGIN")
+		mustExecConn(t, c, fmt.Sprintf("UPDATE sh_user SET name = 'v%v' WHERE id = 1", before)) // node1: the first node
+		mustExecConn(t, c, fmt.Sprintf("UPDATE sh_user SET name = 'v%v' WHERE id = 5", before)) // node2: a branch
+		cc.arm(before)
+		_, err = c.ExecContext(ctx, "COMMIT")
+		<-cc.cut
+		if !before {
+			if err != nil {
+				t.Fatalf("COMMIT whose answer was lost after the server committed: %v", err)
+			}
+			wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", "vfalse,vfalse", "after the lost answer")
+		} else {
+			wantErrContains(t, "COMMIT that never reached node1", err, 1181, "rolled back on every node")
+			wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", "vfalse,vfalse", "after the rolled-back COMMIT")
+		}
+		c.Close()
+		for _, port := range []int{basePort, basePort + 1} {
+			if rows := allRows(t, direct(t, port, ""), "XA RECOVER"); len(rows) != 0 {
+				t.Fatalf("port %d: prepared branches left: %q", port, rows)
+			}
+		}
 	}
 }
