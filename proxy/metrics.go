@@ -71,6 +71,12 @@ func newMetrics(s *Server) *Metrics {
 			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.commits.Load() }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_rollbacks_total", Help: "Writes over several nodes rolled back on every node (an error on one)."},
 			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.rollbacks.Load() }) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_atomic_commits_total", Help: "All-or-nothing writes and transactions committed: " +
+			"over several sub-tables of one node (a local transaction) or over several nodes (two-phase, also in keyshard_xa_commits_total)."},
+			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.atomicCommits.Load() }) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_atomic_rollbacks_total", Help: "All-or-nothing writes and transactions rolled back: " +
+			"on one node or on several (also in keyshard_xa_rollbacks_total)."},
+			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.atomicRollbacks.Load() }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_recovered_total", Help: "Prepared XA branches finished by recovery (committed by their decision or rolled back)."},
 			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.recovered.Load() }) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_xa_in_doubt", Help: "Prepared XA branches of keyshard's left after the last recovery (not decided yet, or unreachable)."},

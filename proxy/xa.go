@@ -49,6 +49,7 @@ type xaCoordinator struct {
 	seen   map[string]time.Time // branch -> when recovery first saw it prepared
 
 	commits, rollbacks, recovered, inDoubt atomic.Int64
+	atomicCommits, atomicRollbacks         atomic.Int64  // local transactions included
 	done                                   chan string   // decisions to forget
 	stopped                                chan struct{} // closed when run returns
 }
@@ -232,12 +233,21 @@ func (x *xaCoordinator) Done(xid string) {
 	}
 }
 
-// Outcome counts a finished distributed write.
+// Outcome counts a finished all-or-nothing write or transaction: over
+// several nodes (two phases), or over several sub-tables of one node (a
+// local transaction).
 func (x *xaCoordinator) Outcome(committed bool, nodes int) {
-	if committed {
-		x.commits.Add(1)
-	} else {
-		x.rollbacks.Add(1)
+	switch {
+	case committed:
+		x.atomicCommits.Add(1)
+		if nodes > 1 {
+			x.commits.Add(1)
+		}
+	default:
+		x.atomicRollbacks.Add(1)
+		if nodes > 1 {
+			x.rollbacks.Add(1)
+		}
 	}
 }
 

@@ -201,8 +201,13 @@ func (w *atomicWrite) abort() {
 			bc.MarkBroken()
 		}
 	}
-	if w.xid != "" && w.e.XA != nil {
-		w.e.XA.Outcome(false, len(w.legs))
+	w.outcome(false)
+}
+
+// outcome counts the write's end (see Atomic.Outcome).
+func (w *atomicWrite) outcome(committed bool) {
+	if w.e.XA != nil {
+		w.e.XA.Outcome(committed, len(w.legs))
 	}
 }
 
@@ -212,8 +217,10 @@ func (w *atomicWrite) commit() error {
 	if w.xid == "" {
 		if _, err := w.legs[0].BC.Exec("COMMIT"); err != nil {
 			w.legs[0].BC.MarkBroken() // the server rolls back with the connection
+			w.outcome(false)
 			return err
 		}
+		w.outcome(true)
 		return nil
 	}
 	if err := w.each("", func(i int) string { return "XA END " + w.branch(i) }); err != nil {
@@ -254,6 +261,6 @@ func (w *atomicWrite) commit() error {
 	if all {
 		w.e.XA.Done(w.xid)
 	}
-	w.e.XA.Outcome(true, len(w.legs))
+	w.outcome(true)
 	return nil
 }

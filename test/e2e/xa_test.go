@@ -60,6 +60,15 @@ func TestShardAtomicWrites(t *testing.T) {
 	if c, r := metricValue(m, "keyshard_xa_commits_total"), metricValue(m, "keyshard_xa_rollbacks_total"); c != 2 || r != 1 {
 		t.Errorf("keyshard_xa_commits_total %v, keyshard_xa_rollbacks_total %v; want 2 and 1", c, r)
 	}
+	// All or nothing, local transactions included: the one-node INSERT's
+	// rollback counts there.
+	if c, r := metricValue(m, "keyshard_atomic_commits_total"), metricValue(m, "keyshard_atomic_rollbacks_total"); c != 2 || r != 2 {
+		t.Errorf("keyshard_atomic_commits_total %v, keyshard_atomic_rollbacks_total %v; want 2 and 2", c, r)
+	}
+	mustExec(t, db, "INSERT INTO sh_user (id, name) VALUES (16, 'p'), (17, 'q')") // sh_user_0000 and _0001: one node
+	if c := metricValue(scrape(t, p), "keyshard_atomic_commits_total"); c != 3 {
+		t.Errorf("keyshard_atomic_commits_total after a one-node write over two sub-tables: %v, want 3", c)
+	}
 }
 
 // Recovery finishes prepared branches left behind by a keyshard that died
