@@ -91,9 +91,7 @@ func TestGlobalTables(t *testing.T) {
 	if a, b := copies("SELECT code FROM sh_country ORDER BY code"); a != "DE,FR,NL" || b != "DE,FR,IT,NL" {
 		t.Fatalf("after a failed INSERT: node1 %q, node2 %q", a, b)
 	}
-	if rows := allRows(t, node2, "XA RECOVER"); len(rows) != 0 {
-		t.Fatalf("prepared branches left: %q", rows)
-	}
+	noPreparedBranches(t)
 
 	// ADMIN CHECK SHARDS compares the copies' rows.
 	checkData := func() map[string]string {

@@ -49,11 +49,7 @@ func TestShardAtomicWrites(t *testing.T) {
 		t.Fatalf("rows: %v", got)
 	}
 	// No branch is left prepared on either node.
-	for _, port := range []int{basePort, basePort + 1} {
-		if rows := allRows(t, direct(t, port, ""), "XA RECOVER"); len(rows) != 0 {
-			t.Errorf("port %d: prepared branches left: %q", port, rows)
-		}
-	}
+	noPreparedBranches(t)
 	// Counted: 2 two-phase commits (INSERT, UPDATE), 1 rollback (the
 	// one-node INSERT was a local transaction).
 	m := scrape(t, p)
@@ -158,12 +154,7 @@ func TestXABackendDiesAtPrepare(t *testing.T) {
 	if out, err := backends("start", port); err != nil {
 		t.Fatalf("starting node2 again: %v\n%s", err, out)
 	}
-	for _, port := range []int{basePort, basePort + 1} {
-		d := direct(t, port, "shard_e2e")
-		if rows := allRows(t, d, "XA RECOVER"); len(rows) != 0 {
-			t.Errorf("port %d: prepared branches left: %q", port, rows)
-		}
-	}
+	noPreparedBranches(t)
 	if got := subTableRows(t, basePort, "sh_user_0001"); len(got) != 0 {
 		t.Errorf("node1 kept the row of the failed write: %v", got)
 	}
@@ -259,11 +250,7 @@ func TestShardXATransactions(t *testing.T) {
 		a, b := subTableRows(t, basePort, "sh_user_0001"), subTableRows(t, basePort+1, "sh_user_0005")
 		return len(a) == 1 && len(b) == 1
 	})
-	for _, port := range []int{basePort, basePort + 1} {
-		if rows := allRows(t, direct(t, port, ""), "XA RECOVER"); len(rows) != 0 {
-			t.Errorf("port %d: prepared branches left: %q", port, rows)
-		}
-	}
+	noPreparedBranches(t)
 }
 
 // A transaction's characteristics reach its XA branches: SET TRANSACTION
@@ -369,9 +356,7 @@ func TestXADeadlockOnFirstNode(t *testing.T) {
 	node2.SetMaxOpenConns(1)
 	mustExec(t, node2, "SET SESSION innodb_lock_wait_timeout = 1")
 	mustExec(t, node2, "UPDATE sh_user_0005 SET name = 'direct' WHERE id = 5")
-	if rows := allRows(t, node2, "XA RECOVER"); len(rows) != 0 {
-		t.Fatalf("prepared branches left: %q", rows)
-	}
+	noPreparedBranches(t)
 	// The session goes on, outside any transaction.
 	wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5, 9) ORDER BY id", "one,direct,nine", "after the deadlock")
 	mustExecConn(t, c, "BEGIN")
@@ -427,6 +412,17 @@ func TestXAInDoubtByHand(t *testing.T) {
 	_, err = db.Exec(fmt.Sprintf("ADMIN XA COMMIT '%s'", xid))
 	if err == nil || !strings.Contains(err.Error(), "has no commit decision: only a rollback can finish it safely") {
 		t.Fatalf("ADMIN XA COMMIT without a commit decision: %v", err)
+	}
+}
+
+// noPreparedBranches fails the test if either node holds a prepared XA
+// branch.
+func noPreparedBranches(t *testing.T) {
+	t.Helper()
+	for _, port := range []int{basePort, basePort + 1} {
+		if rows := allRows(t, direct(t, port, ""), "XA RECOVER"); len(rows) != 0 {
+			t.Errorf("port %d: prepared branches left: %q", port, rows)
+		}
 	}
 }
 
@@ -575,10 +571,6 @@ func TestXALostCommitAnswer(t *testing.T) {
 			wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", "vfalse,vfalse", "after the rolled-back COMMIT")
 		}
 		c.Close()
-		for _, port := range []int{basePort, basePort + 1} {
-			if rows := allRows(t, direct(t, port, ""), "XA RECOVER"); len(rows) != 0 {
-				t.Fatalf("port %d: prepared branches left: %q", port, rows)
-			}
-		}
+		noPreparedBranches(t)
 	}
 }
