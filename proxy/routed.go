@@ -84,10 +84,14 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		return true, s.fail(err)
 	}
 	if pl.Kind == router.PlanDefault {
-		if info.Flags&router.FlagSessionFunc != 0 && s.lease.Pinned() == nil {
-			// LAST_INSERT_ID() and friends are answered for the client by
-			// the caller's rewrite, on the default node.
-			return false, nil
+		if info.Flags&router.FlagSessionFunc != 0 {
+			// LAST_INSERT_ID() and friends are the session's, not the
+			// connection's (ids from a sequence, inserts on other
+			// pooled connections): answered by the rewrite, on the
+			// default node.
+			if out, changed, err := s.getParser().RewriteSessionFuncs(sql, s.sessionValues()); err == nil && changed {
+				return true, s.eng.Forward(s.node, nil, &out, &info)
+			}
 		}
 		return true, s.eng.Forward(s.node, p, nil, &info)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,9 +108,13 @@ func (q *sequences) fetch(ctx context.Context, seq *router.Sequence, t *router.T
 	res, err := bc.Exec(upd)
 	if err == nil && res.OK.AffectedRows == 0 {
 		// First use: the sequence starts after the ids already there.
-		var start uint64
-		if start, err = q.start(ctx, snap.nodes, t, seq.Column); err != nil {
-			return 0, seqErr(seq, node, "reading the greatest "+t.Table+"."+seq.Column, err)
+		start := uint64(1)
+		for _, r := range seqRules(snap, seq.Name, t) {
+			v, err := q.start(ctx, snap.nodes, r, r.Seq.Column)
+			if err != nil {
+				return 0, seqErr(seq, node, "reading the greatest "+r.Table+"."+r.Seq.Column, err)
+			}
+			start = max(start, v)
 		}
 		if _, err = bc.Exec("INSERT IGNORE INTO " + table + " (name, next_id) VALUES (" + backend.Quote(seq.Name) + ", " +
 			strconv.FormatUint(start, 10) + ")"); err == nil {
@@ -123,6 +128,20 @@ func (q *sequences) fetch(ctx context.Context, seq *router.Sequence, t *router.T
 		return 0, newErr(errNotSupported, "keyshard: sequence %s on node %s: no row in %s after creating it", seq.Name, node, table)
 	}
 	return res.OK.InsertID - size, nil
+}
+
+// seqRules are the rules whose ids come from the sequence name (t first):
+// a sequence starts after the ids already in every table it fills.
+func seqRules(snap *snapshot, name string, t *router.TableRule) []*router.TableRule {
+	out := []*router.TableRule{t}
+	for _, sc := range snap.routes {
+		for _, r := range sc.Rules() {
+			if r.Seq != nil && r.Seq.Name == name && !slices.ContainsFunc(out, func(o *router.TableRule) bool { return o.DB == r.DB && o.Table == r.Table }) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 // start is one more than the greatest value of column col in any
@@ -150,6 +169,10 @@ func (q *sequences) start(ctx context.Context, nodes map[string]*backend.Node, t
 		res, err := bc.Exec(q)
 		put()
 		if err != nil {
+			var me *mysql.MyError
+			if errors.As(err, &me) {
+				return 0, &mysql.MyError{Code: me.Code, State: me.State, Message: "on node " + node + ": " + me.Message}
+			}
 			return 0, fmt.Errorf("on node %s: %w", node, err)
 		}
 		if len(res.Rows) == 1 && len(res.Rows[0]) == 1 && res.Rows[0][0] != nil {
@@ -182,7 +205,7 @@ func seqErr(seq *router.Sequence, node, doing string, err error) error {
 // bindPlan binds a sharded plan into rt, taking first the ids its INSERT
 // wants from a sequence.
 func (s *Session) bindPlan(pl *router.Plan, rt *router.Routing, lits []router.Literal, prefix string) error {
-	if seq, n := pl.Sequence(); n > 0 {
+	if seq, n := pl.Sequence(lits); n > 0 {
 		first, err := s.srv.seqs.take(s.srv.ctx, seq, pl.Tables()[0], n)
 		if err != nil {
 			return err

@@ -463,8 +463,7 @@ func (s *Session) query(p []byte) error {
 		defer func() { s.eng.RowHook = nil }()
 	}
 	if info.Flags&router.FlagSessionFunc != 0 && info.Flags&router.FlagMulti == 0 {
-		out, changed, err := s.getParser().RewriteSessionFuncs(sql, router.SessionValues{
-			LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.id})
+		out, changed, err := s.getParser().RewriteSessionFuncs(sql, s.sessionValues())
 		if err == nil && changed {
 			return s.eng.Forward(nil, nil, &out, &info)
 		}
@@ -705,4 +704,10 @@ func collationNames(id uint8) (cs, coll string) {
 		return c.CharsetName, ""
 	}
 	return c.CharsetName, c.Name
+}
+
+// sessionValues are what LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS() and
+// CONNECTION_ID() answer for the session.
+func (s *Session) sessionValues() router.SessionValues {
+	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.id}
 }

@@ -357,8 +357,7 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		}
 		sql := st.sql
 		if st.sessionFuncs {
-			out, changed, err := s.getParser().RewriteSessionFuncs(sql, router.SessionValues{
-				LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.id})
+			out, changed, err := s.getParser().RewriteSessionFuncs(sql, s.sessionValues())
 			if err == nil && changed {
 				sql = out
 			}

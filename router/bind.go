@@ -18,10 +18,10 @@ import (
 type insertPlan struct {
 	keys []operand  // the shard key of each row
 	rows []template // each row, "(v1,v2,...)", with parameter markers
-	// seq: seqN rows take an id from this sequence, bound as literals
-	// seqBase, seqBase+1, ... (after the statement's own).
-	seq           *Sequence
-	seqBase, seqN int
+	// seq: the rows' places for ids from this sequence (see seqSlot).
+	seq             *Sequence
+	seqBase, seqNew int // the statement's literals; the markers keyshard added after them
+	slots           []seqSlot
 }
 
 func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
@@ -49,19 +49,36 @@ func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
 	// INSERT ... SET k = v arrives as columns and one row; it is rewritten
 	// in the VALUES form.
 	st.Setlist = false
+	var slots []seqSlot
 	if sq := t.Seq; sq != nil && len(st.Columns) > 0 {
-		// The rows that omit the sequence's column, or give it NULL, take
-		// an id from the sequence: a marker the bound ids fill.
+		// The rows that omit the sequence's column, or give it NULL,
+		// DEFAULT or 0, take an id from the sequence: a marker the bound
+		// ids fill. A value that is a literal of the statement (or a ?)
+		// takes one only if it binds to NULL or 0.
 		ci := slices.IndexFunc(st.Columns, func(c *ast.ColumnName) bool { return c.Name.L == sq.Column })
 		if ci < 0 {
 			st.Columns = append(st.Columns, &ast.ColumnName{Name: ast.NewCIStr(sq.Column)})
 		}
 		for i, row := range st.Lists {
+			if ci >= 0 && ci >= len(row) {
+				continue // the column count check below says so
+			}
+			var e ast.ExprNode
+			if ci >= 0 {
+				e = row[ci]
+			}
+			pm, isParam := e.(*driver.ParamMarkerExpr)
 			switch {
 			case ci < 0:
-				st.Lists[i] = append(row, b.seqMarker())
-			case ci < len(row) && isNull(row[ci]):
-				row[ci] = b.seqMarker()
+				m := b.seqMarker()
+				st.Lists[i] = append(row, m)
+				slots = append(slots, seqSlot{lit: m.Order})
+			case isParam:
+				slots = append(slots, seqSlot{lit: pm.Order, maybe: true})
+			case takesID(e):
+				m := b.seqMarker()
+				row[ci] = m
+				slots = append(slots, seqSlot{lit: m.Order})
 			}
 		}
 	}
@@ -86,44 +103,85 @@ func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
 	// Row templates are restored after the parameters are replaced: build
 	// them lazily in finishInsert.
 	b.plan.insert = ip
-	if b.nseq > 0 {
-		ip.seq, ip.seqBase, ip.seqN = t.Seq, b.base, b.nseq
+	if len(slots) > 0 {
+		ip.seq, ip.seqBase, ip.seqNew, ip.slots = t.Seq, b.base, b.nseq, slots
 	}
 	return nil
 }
 
+// seqSlot is a row's place for an id from the sequence: literal lit (a
+// marker keyshard added, or with maybe, a literal or ? of the statement,
+// which takes an id only when it is NULL or 0).
+type seqSlot struct {
+	lit   int
+	maybe bool
+}
+
 // seqMarker is the place of the next id an INSERT takes from a sequence:
 // a parameter numbered after the statement's literals.
-func (b *builder) seqMarker() ast.ExprNode {
+func (b *builder) seqMarker() *driver.ParamMarkerExpr {
 	pm := &driver.ParamMarkerExpr{Order: b.base + b.nseq}
 	b.nseq++
 	return pm
 }
 
-func isNull(e ast.ExprNode) bool {
-	v, ok := e.(*driver.ValueExpr)
-	return ok && v.GetValue() == nil
+// takesID reports whether a value written in the statement for the
+// sequence's column asks for an id, as for AUTO_INCREMENT: NULL, DEFAULT
+// or 0.
+func takesID(e ast.ExprNode) bool {
+	switch x := e.(type) {
+	case *ast.DefaultExpr:
+		return x.Name == nil
+	case *driver.ValueExpr:
+		return zeroOrNull(x.GetValue())
+	}
+	return false
 }
 
-// Sequence returns the sequence an INSERT takes ids from and how many
-// (nil, 0: none). Bind then wants the literals WithIDs returns.
-func (p *Plan) Sequence() (*Sequence, int) {
+func zeroOrNull(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case int64:
+		return x == 0
+	case uint64:
+		return x == 0
+	}
+	return false
+}
+
+// Sequence returns the sequence an INSERT bound to lits takes ids from and
+// how many (nil, 0: none). Bind then wants the literals WithIDs returns.
+func (p *Plan) Sequence(lits []Literal) (*Sequence, int) {
 	if p.insert == nil || p.insert.seq == nil {
 		return nil, 0
 	}
-	return p.insert.seq, p.insert.seqN
+	n := 0
+	for _, sl := range p.insert.slots {
+		if !sl.maybe || sl.lit < len(lits) && zeroOrNull(lits[sl.lit].Value()) {
+			n++
+		}
+	}
+	return p.insert.seq, n
 }
 
-// WithIDs returns lits followed by the ids first, first+1, ... that the
-// plan's INSERT takes from its sequence, in a new slice.
+// WithIDs returns, in a new slice, lits with the ids first, first+1, ...
+// (as many as Sequence said) in the rows' places for them, in row order,
+// and after them one literal more holding first: the statement's insert
+// id for Bind.
 func (p *Plan) WithIDs(lits []Literal, first uint64) []Literal {
 	ip := p.insert
-	out := make([]Literal, ip.seqBase, ip.seqBase+ip.seqN)
-	copy(out, lits)
-	for i := range ip.seqN {
-		out = append(out, Literal{Kind: LitInt, Text: strconv.FormatUint(first+uint64(i), 10)})
+	out := make([]Literal, ip.seqBase+ip.seqNew, ip.seqBase+ip.seqNew+1)
+	copy(out, lits[:min(len(lits), ip.seqBase)])
+	id := first
+	for _, sl := range ip.slots {
+		if sl.maybe && !zeroOrNull(out[sl.lit].Value()) {
+			continue
+		}
+		out[sl.lit] = Literal{Kind: LitInt, Text: strconv.FormatUint(id, 10)}
+		id++
 	}
-	return out
+	return append(out, Literal{Kind: LitInt, Text: strconv.FormatUint(first, 10)})
 }
 
 // finishInsert restores each VALUES row on its own (with markers).
@@ -376,10 +434,11 @@ func (rt *Routing) add(node, sub, sql string, params []int) {
 
 func (p *Plan) bindInsert(rt *Routing, t *TableRule, lits []Literal, prefix string, names []string) error {
 	ip := p.insert
-	if ip.seqN > 0 {
+	if ip.seq != nil && len(lits) > ip.seqBase+ip.seqNew {
 		// The first id the statement took is its insert id, as the
-		// first auto-increment value MariaDB generates is.
-		rt.InsertID, _ = strconv.ParseUint(lits[ip.seqBase].Text, 10, 64)
+		// first auto-increment value MariaDB generates is (WithIDs put
+		// it last, when the rows took any).
+		rt.InsertID, _ = strconv.ParseUint(lits[ip.seqBase+ip.seqNew].Text, 10, 64)
 	}
 	bySub := map[int][]int{}
 	var order []int
@@ -397,7 +456,9 @@ func (p *Plan) bindInsert(rt *Routing, t *TableRule, lits []Literal, prefix stri
 		bySub[i] = append(bySub[i], r)
 	}
 	slices.Sort(order)
-	prepared := hasParams(lits) && len(order) > 1
+	// Each statement's parameters, when not all are passed in order: a
+	// split INSERT, or one where an id replaced a ? bound to NULL or 0.
+	prepared := hasParams(lits) && len(order) > 1 || slices.ContainsFunc(ip.slots, func(s seqSlot) bool { return s.maybe })
 	for _, i := range order {
 		var rows strings.Builder
 		var rowParams, params []int
@@ -448,8 +509,13 @@ func (p *Plan) Probe(lits []Literal, prefix string) (node, sql string) {
 	for j, tr := range p.tables {
 		names[j] = tr.SubTableName(0)
 	}
-	if _, n := p.Sequence(); n > 0 {
-		lits = p.WithIDs(lits, 1) // a stand-in: nothing runs
+	if ip := p.insert; ip != nil && ip.seqNew > 0 {
+		// Stand-ins for the markers keyshard added (nothing runs); the
+		// statement's own ? stay parameters.
+		lits = append(slices.Clip(lits[:min(len(lits), ip.seqBase)]), make([]Literal, ip.seqNew)...)
+		for i := ip.seqBase; i < len(lits); i++ {
+			lits[i] = Literal{Kind: LitInt, Text: "1"}
+		}
 	}
 	var rows strings.Builder
 	if p.insert != nil {

@@ -132,9 +132,9 @@ func (p *Plan) Copies() bool { return p.copies != nil }
 // writeTargets returns the tables a write statement changes; unknown is
 // set when some SET column names no table and the statement has several.
 func (b *builder) writeTargets(stmt ast.StmtNode) (targets []*tableRef, unknown bool) {
-	var refs []*tableRef
+	var refs []*tableRef // the tables a write may change: not repeats, not those of subqueries
 	for _, r := range b.refs {
-		if r.dupOf == nil {
+		if r.dupOf == nil && !r.subquery {
 			refs = append(refs, r)
 		}
 	}
@@ -150,8 +150,13 @@ func (b *builder) writeTargets(stmt ast.StmtNode) (targets []*tableRef, unknown 
 	case *ast.InsertStmt:
 		if st.Table != nil && st.Table.TableRefs != nil {
 			if ts, ok := st.Table.TableRefs.Left.(*ast.TableSource); ok {
-				for _, r := range refs {
+				for _, r := range b.refs {
 					if ts.Source == ast.ResultSetNode(r.tn) {
+						if r.dupOf != nil {
+							// INSERT INTO t SELECT ... FROM t: the SELECT's
+							// mention was collected first.
+							r = r.dupOf
+						}
 						targets = append(targets, r)
 					}
 				}

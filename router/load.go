@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,6 +146,11 @@ func (s *Schema) PlanLoad(p *Parser, sql, db string) (*Load, error) {
 // them.
 func (l *Load) SetColumns(cols []string) error {
 	l.Columns = cols
+	if sq := l.Table.Seq; sq != nil && !slices.Contains(cols, sq.Column) {
+		return errorf("LOAD DATA into sharded table %s must read its auto_increment column %s from the file: keyshard gives ids "+
+			"from sequence %s to INSERT only, and each sub-table's own AUTO_INCREMENT would repeat ids across sub-tables",
+			l.Table.Table, sq.Column, sq.Name)
+	}
 	if l.Table.Global {
 		return nil // every line goes to every copy
 	}

@@ -131,7 +131,7 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 			}
 		}
 	}
-	if _, n := pl.Sequence(); n > 0 {
+	if _, n := pl.Sequence(lits); n > 0 {
 		lits = pl.WithIDs(lits, 1001) // ids 1001, 1002, ... from the sequence
 	}
 	rt, err := pl.Bind(lits, LeadingComments(c.Query[:info.Start]))

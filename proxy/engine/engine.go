@@ -37,6 +37,11 @@ type Conns interface {
 	TxOpen() bool   // a transaction is open or deferred
 	Spans() bool    // the open transaction may reach other nodes (transaction_mode xa)
 	Deferred() bool // a BEGIN is deferred
+	// OpenTx, with autocommit off and no transaction open yet, in
+	// transaction_mode xa, defers the BEGIN the next statement would
+	// imply, so that a statement over several nodes can open the
+	// transaction on its first and join the others; false if it cannot.
+	OpenTx() bool
 	Status() uint16 // the status the client sees between statements
 }
 

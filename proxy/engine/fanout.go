@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -27,6 +28,8 @@ type Leg struct {
 	queued bool
 	ahead  [][]byte
 	cols   bool // a merge leg's column definitions were read
+	// copyRows: the rows a write on a copy of a global table changed.
+	copyRows uint64
 }
 
 // next reports whether more answers follow on the leg after one that ended
@@ -127,7 +130,9 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 	if read {
 		p = Read
 	}
-	if len(rt.Routes) > 1 && e.Conns.Holding() && !e.Conns.Spans() {
+	if len(rt.Routes) > 1 && e.Conns.Holding() && !e.Conns.Spans() && (read || !e.Conns.OpenTx()) {
+		// (A write with autocommit off and no transaction yet opens one
+		// over its nodes, in transaction_mode xa: OpenTx.)
 		if !read && e.Conns.Deferred() {
 			return e.Fail(crossNode("keyshard: the first statement of a transaction must touch one node (the transaction opens "+
 				"there); this one would touch nodes %s and %s (the transaction is still open)", rt.Routes[0].Node, rt.Routes[1].Node))
@@ -241,8 +246,13 @@ func legConns(legs []Leg) []*backend.Conn {
 	return out
 }
 
+// releaseLegs releases each leg's connection once: a merge's legs on one
+// node inside a transaction share theirs, next to each other.
 func (e *Engine) releaseLegs(legs []Leg) {
 	for i := range legs {
+		if i > 0 && legs[i].BC == legs[i-1].BC {
+			continue
+		}
 		e.Conns.Release(legs[i].BC)
 	}
 }
@@ -434,6 +444,7 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 	var warnings uint16
 	var failed *mysql.MyError
 	var changed, unchanged []string // by sub-table, for an error
+	var copyRows []string             // the copies of a global table: "node: affected"
 	for i := range legs {
 		l := &legs[i]
 		for more := true; more; {
@@ -443,8 +454,11 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 			}
 			switch p[0] {
 			case wire.ErrHeader:
-				if failed == nil {
-					failed = legError(l, wire.ParseErr(p))
+				// The first error is reported, unless another rolled a
+				// whole transaction back (a deadlock): the session must
+				// know, to roll it back everywhere.
+				if le := legError(l, wire.ParseErr(p)); failed == nil || RollsBackTx(le) && !RollsBackTx(failed) {
+					failed = le
 				}
 				unchanged = append(unchanged, l.sub())
 				// A batch stops at its first error; pipelined statements
@@ -464,6 +478,19 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 					// The copies of a global table count as one table.
 					affected += ok.AffectedRows
 					warnings += ok.Warnings
+				}
+				if rt.Copies {
+					copyRows = append(copyRows, l.BC.Node()+": "+strconv.FormatUint(ok.AffectedRows, 10))
+					if ok.AffectedRows != legs[0].copyRows && i > 0 && failed == nil {
+						// Copies that are not alike, or a statement that
+						// does not write alike on each (RAND(), UUID(),
+						// LIMIT without ORDER BY...).
+						failed = &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE,
+							Message: "keyshard: the copies of global table " + l.Route.SubTables[0] + " changed different numbers of rows (" +
+								strings.Join(copyRows, ", ") + "): they are not alike, or the statement does not write alike on each " +
+								"(RAND(), UUID(), NOW(), LIMIT without ORDER BY); see ADMIN CHECK SHARDS"}
+					}
+					l.copyRows = ok.AffectedRows
 				}
 				if first {
 					insertID = ok.InsertID

@@ -153,6 +153,15 @@ func (l *Lease) SetLockTables(on bool) { l.lockTables = on }
 // picks the transaction's node; "" drops a deferred one.
 func (l *Lease) Defer(sql string) { l.txBegin = sql }
 
+// OpenTx: see Conns.
+func (l *Lease) OpenTx() bool {
+	if l.XA == nil || l.Vars.Autocommit || l.TxOpen() || l.pinned != nil {
+		return false
+	}
+	l.txBegin = "BEGIN"
+	return true
+}
+
 // Deferred reports whether a BEGIN is held back.
 func (l *Lease) Deferred() bool { return l.txBegin != "" }
 
@@ -406,8 +415,13 @@ func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
 	// START TRANSACTION READ ONLY. (The session's own isolation level is
 	// synced like any variable.)
 	chars := l.txNext
-	if l.pinned.Status&mysql.SERVER_STATUS_IN_TRANS_READONLY != 0 {
+	switch {
+	case l.pinned.Status&mysql.SERVER_STATUS_IN_TRANS_READONLY != 0:
 		chars = append(slices.Clip(chars), "SET TRANSACTION READ ONLY")
+	case len(chars) > 0:
+		// START TRANSACTION READ WRITE overrode a SET TRANSACTION READ
+		// ONLY: the access mode the first node has.
+		chars = append(slices.Clip(chars), "SET TRANSACTION READ WRITE")
 	}
 	for _, q := range chars {
 		if _, err := bc.Exec(q); err != nil {
@@ -477,9 +491,12 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 	if first.Status&mysql.SERVER_STATUS_IN_TRANS_READONLY != 0 {
 		// READ ONLY (its branches were opened read-only too): nothing was
 		// written, so the branches end and the first node commits.
-		l.rollbackBranches(nil)
-		_, err := first.Exec("COMMIT")
-		return err
+		l.endBranches()
+		if _, err := first.Exec("COMMIT"); err != nil {
+			return err
+		}
+		l.XA.Outcome(true, 1) // a commit, not a two-phase one
+		return nil
 	}
 	for _, q := range []string{"XA END ", "XA PREPARE "} {
 		step := ""
@@ -542,18 +559,7 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 // is not prepared).
 func (l *Lease) rollbackBranches(first *backend.Conn) {
 	nodes := 1 + len(l.branches)
-	for _, bc := range l.branches {
-		if bc.Broken() {
-			l.putBack(bc) // closed: the server rolls back what is not prepared
-			continue
-		}
-		_, _ = bc.Exec("XA END " + branchID(l.xid, bc.Node())) // fails on a prepared branch: the rollback counts
-		if _, err := bc.Exec("XA ROLLBACK " + branchID(l.xid, bc.Node())); err != nil {
-			bc.MarkBroken()
-		}
-		l.putBack(bc)
-	}
-	l.branches = nil
+	l.endBranches()
 	if first != nil && !first.Broken() {
 		if _, err := first.Exec("ROLLBACK"); err != nil {
 			first.MarkBroken()
@@ -567,6 +573,23 @@ func (l *Lease) rollbackBranches(first *backend.Conn) {
 	if l.XA != nil {
 		l.XA.Outcome(false, nodes)
 	}
+}
+
+// endBranches rolls back every branch (a connection that cannot is
+// closed, which rolls back what is not prepared) and forgets them.
+func (l *Lease) endBranches() {
+	for _, bc := range l.branches {
+		if bc.Broken() {
+			l.putBack(bc) // closed: the server rolls back what is not prepared
+			continue
+		}
+		_, _ = bc.Exec("XA END " + branchID(l.xid, bc.Node())) // fails on a prepared branch: the rollback counts
+		if _, err := bc.Exec("XA ROLLBACK " + branchID(l.xid, bc.Node())); err != nil {
+			bc.MarkBroken()
+		}
+		l.putBack(bc)
+	}
+	l.branches = nil
 }
 
 // synced gets a connection from pool p and syncs it to the session.

@@ -182,9 +182,8 @@ func (src *legSource) Next() ([]byte, error) {
 // the next statement on its connection can run: a transaction's node
 // answers for its sub-tables one after the other. held counts the rows
 // read ahead so far, up to limit; failed is an error for the client.
-func readAhead(l *Leg, held *int, limit int, table string) (failed, err error) {
-	var warnings uint16
-	src := &legSource{l: l, warnings: &warnings}
+func readAhead(l *Leg, held *int, limit int, table string, warnings *uint16) (failed, err error) {
+	src := &legSource{l: l, warnings: warnings}
 	ahead := [][]byte{}
 	for {
 		p, err := src.Next()
@@ -298,6 +297,19 @@ func mergeColumns(legs []Leg, hidden int, trace Tracer, next func(i int) (failed
 		}
 		if i > 0 && int(n) != len(cols) {
 			failed = legFailed(l, "returned a different number of columns than the other sub-tables")
+			// Its definitions are read (and dropped) all the same: the
+			// rows follow, which skipLeg may read.
+			for range n {
+				if _, err := l.BC.Packets().ReadPacket(); err != nil {
+					return nil, nil, nil, lostConn(l.BC, err)
+				}
+			}
+			if !l.BC.DeprecateEOF() {
+				if _, err := readColsEOF(l.BC); err != nil {
+					return nil, nil, nil, err
+				}
+			}
+			l.cols = true
 			continue
 		}
 		for c := range int(n) {
@@ -333,8 +345,9 @@ func mergeColumns(legs []Leg, hidden int, trace Tracer, next func(i int) (failed
 func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool, send func(l *Leg) error) error {
 	spec := rt.Spec
 	held := 0
+	var warnings uint16
 	next := func(i int) (failed, err error) {
-		if failed, err = readAhead(&legs[i-1], &held, e.MaxMergeRows, spec.Table); failed != nil || err != nil {
+		if failed, err = readAhead(&legs[i-1], &held, e.MaxMergeRows, spec.Table, &warnings); failed != nil || err != nil {
 			return failed, err
 		}
 		l := &legs[i]
@@ -373,7 +386,6 @@ func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool, send f
 	if err := e.Client.ColsEnd(0, e.Conns.Status()); err != nil {
 		return err
 	}
-	var warnings uint16
 	srcs := make([]merge.Source, len(legs))
 	for i := range legs {
 		srcs[i] = &legSource{l: &legs[i], warnings: &warnings}

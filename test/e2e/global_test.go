@@ -108,6 +108,13 @@ func TestGlobalTables(t *testing.T) {
 	if got := checkData(); got["node1"] != "same/same" || got["node2"] != "same/differs" {
 		t.Fatalf("ADMIN CHECK SHARDS with node2's copy holding an extra row: %v", got)
 	}
+	// A write that changes the copies differently is refused, and
+	// changes none.
+	_, err = db.Exec("UPDATE sh_country SET name = 'Italy' WHERE code = 'IT'")
+	wantErrContains(t, "a write changing the copies differently", err, 1105, "changed different numbers of rows (node1: 0, node2: 1)")
+	if got := queryCol(t, node2, "SELECT name FROM sh_country WHERE code = 'IT'"); strings.Join(got, ",") != "Italia" {
+		t.Fatalf("node2's copy after the refused UPDATE: %v", got)
+	}
 	mustExec(t, node2, "DELETE FROM sh_country WHERE code = 'IT'")
 	if got := checkData(); got["node1"] != "same/same" || got["node2"] != "same/same" {
 		t.Fatalf("ADMIN CHECK SHARDS with equal copies: %v", got)
@@ -141,8 +148,21 @@ func TestGlobalTables(t *testing.T) {
 		t.Fatalf("the transaction's own global row: %q", got)
 	}
 	mustExecConn(t, c, "ROLLBACK")
-	c.Close()
 	wantCopies("a rolled-back transaction", "SELECT COUNT(*) FROM sh_country WHERE code = 'BE'", "0")
+	// With autocommit off (JDBC, DB-API), the first statement of a
+	// transaction may write every copy.
+	mustExecConn(t, c, "SET autocommit = 0")
+	mustExecConn(t, c, "INSERT INTO sh_country (code, name) VALUES ('BE', 'Belgium')")
+	mustExecConn(t, c, "ROLLBACK")
+	wantCopies("autocommit off, rolled back", "SELECT COUNT(*) FROM sh_country WHERE code = 'BE'", "0")
+	mustExecConn(t, c, "INSERT INTO sh_country (code, name) VALUES ('BE', 'Belgium')")
+	mustExecConn(t, c, "UPDATE sh_user SET cc = 'BE' WHERE id = 5")
+	mustExecConn(t, c, "COMMIT")
+	mustExecConn(t, c, "SET autocommit = 1")
+	c.Close()
+	wantCopies("autocommit off, committed", "SELECT COUNT(*) FROM sh_country WHERE code = 'BE'", "1")
+	mustExec(t, db, "DELETE FROM sh_country WHERE code = 'BE'")
+	mustExec(t, db, "UPDATE sh_user SET cc = 'NL' WHERE id = 5")
 
 	// What cannot run as one statement is refused, naming the tables.
 	_, err = db.Exec("UPDATE sh_user u JOIN sh_country c ON u.cc = c.code SET c.name = 'x' WHERE u.id = 1")

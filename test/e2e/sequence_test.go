@@ -104,7 +104,29 @@ func TestSequences(t *testing.T) {
 	if id := insert("INSERT INTO sh_seq (name) VALUES ('h')"); id != 53 {
 		t.Fatalf("after a rollback: id %d, want 53", id)
 	}
-	want := "41:old,42:a,43:b,44:c,45:d,47:e,48:f,49:g,50:n,51:prepared,53:h,100000:given"
+	// A prepared ? bound to NULL takes an id; DEFAULT and 0 too.
+	st, err = c.PrepareContext(ctx, "INSERT INTO sh_seq (id, name) VALUES (?, ?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = st.ExecContext(ctx, nil, "null param"); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := r.LastInsertId(); id != 54 {
+		t.Fatalf("prepared INSERT with a NULL id: %d, want 54", id)
+	}
+	st.Close()
+	if id := insert("INSERT INTO sh_seq (id, name) VALUES (DEFAULT, 'default'), (0, 'zero')"); id != 55 {
+		t.Fatalf("DEFAULT and 0: first id %d, want 55", id)
+	}
+	// Inside a transaction (the session pinned), LAST_INSERT_ID() is the
+	// sequence's id too, not the backend connection's.
+	mustExecConn(t, c, "BEGIN")
+	if id := insert("INSERT INTO sh_seq (name) VALUES ('in tx')"); id != 57 || lastInsertID() != "57" {
+		t.Fatalf("in a transaction: OK says %d, LAST_INSERT_ID() %s; want 57", id, lastInsertID())
+	}
+	mustExecConn(t, c, "COMMIT")
+	want := "41:old,42:a,43:b,44:c,45:d,47:e,48:f,49:g,50:n,51:prepared,53:h,54:null param,55:default,56:zero,57:in tx,100000:given"
 	if got := strings.Join(queryCol(t, db, "SELECT CONCAT(id, ':', name) FROM sh_seq ORDER BY id"), ","); got != want {
 		t.Fatalf("rows:\n got %s\nwant %s", got, want)
 	}
@@ -155,6 +177,9 @@ func TestSequences(t *testing.T) {
 		t.Fatalf("the sequence's next_id %v is not past the last id given %d", next, all[len(all)-1])
 	}
 
+	// LOAD DATA must give the ids itself.
+	_, err = db.Exec("LOAD DATA LOCAL INFILE '/dev/null' INTO TABLE sh_seq (name)")
+	wantErrContains(t, "LOAD DATA without the sequence's column", err, 1235, "must read its auto_increment column id from the file")
 	// A sequence whose table does not exist: the server's error, naming
 	// the sequence.
 	_, err = db.Exec("INSERT INTO sh_missing (name) VALUES ('x')")
