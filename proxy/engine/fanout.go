@@ -444,7 +444,7 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 	var warnings uint16
 	var failed *mysql.MyError
 	var changed, unchanged []string // by sub-table, for an error
-	var copyRows []string             // the copies of a global table: "node: affected"
+	var copyRows []string           // the copies of a global table: "node: affected"
 	for i := range legs {
 		l := &legs[i]
 		for more := true; more; {
