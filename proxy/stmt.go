@@ -209,7 +209,7 @@ func (s *Session) replanStmts() {
 
 // ddlPrepareErr refuses to prepare DDL on a sharded table.
 func ddlPrepareErr(pl *router.Plan) error {
-	return newErr(errNotSupported, "keyshard: DDL on sharded table %s cannot be prepared; send it as text", pl.Tables()[0].Table)
+	return newErr(errNotSupported, "keyshard: DDL on %s cannot be prepared; send it as text", pl.Tables()[0].Named())
 }
 
 // stmtFor finds the statement a COM_STMT_* packet names. id 0xffffffff

@@ -69,8 +69,8 @@ func (s *Schema) PlanLoad(p *Parser, sql, db string) (*Load, error) {
 		return nil, nil
 	}
 	if ld.FileLocRef != ast.FileLocClient {
-		return nil, errorf("LOAD DATA INFILE into sharded table %s reads a file on the server, which keyshard cannot split "+
-			"between sub-tables; use LOAD DATA LOCAL INFILE", t.Table)
+		return nil, errorf("LOAD DATA INFILE into %s reads a file on the server, which keyshard cannot split "+
+			"between sub-tables; use LOAD DATA LOCAL INFILE", t.Named())
 	}
 	l := &Load{Table: t, Local: true, Path: ld.Path, Key: -1,
 		Format: LoadFormat{FieldTerm: "\t", Escaped: "\\", LineTerm: "\n"}}
@@ -86,7 +86,7 @@ func (s *Schema) PlanLoad(p *Parser, sql, db string) (*Load, error) {
 		}
 		l.Format.OptEnclosed = f.OptEnclosed
 		if f.DefinedNullBy != nil {
-			return nil, errorf("LOAD DATA into sharded table %s: NULL DEFINED BY is not supported", t.Table)
+			return nil, errorf("LOAD DATA into %s: NULL DEFINED BY is not supported", t.Named())
 		}
 	}
 	if li := ld.LinesInfo; li != nil {
@@ -98,11 +98,11 @@ func (s *Schema) PlanLoad(p *Parser, sql, db string) (*Load, error) {
 		}
 	}
 	if l.Format.LineTerm == "" || l.Format.FieldTerm == "" && l.Format.Enclosed == "" {
-		return nil, errorf("LOAD DATA into sharded table %s: fixed-width rows (empty terminators) are not supported", t.Table)
+		return nil, errorf("LOAD DATA into %s: fixed-width rows (empty terminators) are not supported", t.Named())
 	}
 	if l.Format.Escaped != "" && l.Format.Escaped == l.Format.Enclosed {
-		return nil, errorf("LOAD DATA into sharded table %s: ESCAPED BY the ENCLOSED BY character is not supported; "+
-			"ESCAPED BY '' reads doubled quotes", t.Table)
+		return nil, errorf("LOAD DATA into %s: ESCAPED BY the ENCLOSED BY character is not supported; "+
+			"ESCAPED BY '' reads doubled quotes", t.Named())
 	}
 	if ld.IgnoreLines != nil {
 		l.IgnoreLines = *ld.IgnoreLines

@@ -733,8 +733,8 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 		names = []*ast.TableName{st.Table}
 		if st.ReferTable != nil {
 			if r := b.ddlRule(st.ReferTable); r != nil {
-				return nil, errorf("CREATE TABLE ... LIKE sharded table %s is not supported: it is not one table on one node "+
-					"(SHOW CREATE TABLE %s gives its definition)", r.Table, r.Table)
+				return nil, errorf("CREATE TABLE ... LIKE %s is not supported: it is not one table on one node "+
+					"(SHOW CREATE TABLE %s gives its definition)", r.Named(), r.Table)
 			}
 		}
 		if st.Select != nil {
@@ -742,8 +742,8 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 			st.Select.Accept(v)
 			for _, tn := range append(v.names, st.Table) {
 				if r := b.ddlRule(tn); r != nil {
-					return nil, errorf("CREATE TABLE ... SELECT with sharded table %s is not supported: its rows are in sub-tables "+
-						"on several nodes; create the table, then copy the rows", r.Table)
+					return nil, errorf("CREATE TABLE ... SELECT with %s is not supported: its rows are in tables "+
+						"on several nodes; create the table, then copy the rows", r.Named())
 				}
 			}
 		}
@@ -752,8 +752,8 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 		for _, spec := range st.Specs {
 			if spec.Tp == ast.AlterTableRenameTable {
 				if r := b.ddlRule(st.Table); r != nil {
-					return nil, errorf("RENAME TABLE of sharded table %s is not supported: its sub-tables and its shard rule "+
-						"keep their names (rename them and the rule together, then reload)", r.Table)
+					return nil, errorf("RENAME TABLE of %s is not supported: its sub-tables and its shard rule "+
+						"keep their names (rename them and the rule together, then reload)", r.Named())
 				}
 			}
 		}
@@ -769,8 +769,8 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 		for _, t := range st.TableToTables {
 			for _, tn := range []*ast.TableName{t.OldTable, t.NewTable} {
 				if r := b.ddlRule(tn); r != nil {
-					return nil, errorf("RENAME TABLE of sharded table %s is not supported: its sub-tables and its shard rule "+
-						"keep their names (rename them and the rule together, then reload)", r.Table)
+					return nil, errorf("RENAME TABLE of %s is not supported: its sub-tables and its shard rule "+
+						"keep their names (rename them and the rule together, then reload)", r.Named())
 				}
 			}
 		}
@@ -783,7 +783,7 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 		}
 		if r := b.s.Table(db, tn.Name.L); r != nil {
 			if hit != nil || len(names) > 1 {
-				return nil, errorf("DDL naming sharded table %s together with other tables is not supported: one table per statement", r.Table)
+				return nil, errorf("DDL naming %s together with other tables is not supported: one table per statement", r.Named())
 			}
 			hit = &tableRef{tn: tn, rule: r, name: tn.Name.L}
 		}

@@ -48,6 +48,14 @@ type TableRule struct {
 	subSet   map[string]bool // subNames
 }
 
+// Named is "sharded table t" or "global table t", for messages.
+func (t *TableRule) Named() string {
+	if t.Global {
+		return "global table " + t.Table
+	}
+	return "sharded table " + t.Table
+}
+
 // SubTableName returns the physical name of sub-table i.
 func (t *TableRule) SubTableName(i int) string { return t.subNames[i] }
 

@@ -38,8 +38,8 @@ func (e *Engine) LoadData(ld *router.Load) error {
 			Message: "The used command is not allowed with this MariaDB version: the client did not enable LOCAL INFILE"})
 	}
 	if e.Conns.TxOpen() {
-		return e.Fail(Errorf(KindNotSupported, "keyshard: LOAD DATA into sharded table %s cannot run inside a transaction: "+
-			"it loads each sub-table on a connection of its own (the transaction is still open)", t.Table))
+		return e.Fail(Errorf(KindNotSupported, "keyshard: LOAD DATA into %s cannot run inside a transaction: "+
+			"it loads each sub-table on a connection of its own (the transaction is still open)", t.Named()))
 	}
 	n := len(t.Rule.Tables())
 	legs := make([]loadLeg, 0, n)
@@ -167,8 +167,8 @@ func (e *Engine) LoadData(ld *router.Load) error {
 			if failed == nil {
 				failed = err
 				if len(committed) > 0 {
-					failed = Errorf(KindNotSupported, "keyshard: LOAD DATA into sharded table %s: COMMIT failed on %s (%v) after it "+
-						"succeeded on %s, whose rows stay", t.Table, l.sub, err, strings.Join(committed, ", "))
+					failed = Errorf(KindNotSupported, "keyshard: LOAD DATA into %s: COMMIT failed on %s (%v) after it "+
+						"succeeded on %s, whose rows stay", t.Named(), l.sub, err, strings.Join(committed, ", "))
 				}
 				end = "ROLLBACK" // the sub-tables not committed yet are not
 			}
