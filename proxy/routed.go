@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/keyshard/keyshard/backend"
@@ -84,16 +85,17 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		return true, s.fail(err)
 	}
 	if pl.Kind == router.PlanDefault {
+		n := s.readNode(pl, s.node)
 		if info.Flags&router.FlagSessionFunc != 0 {
 			// LAST_INSERT_ID() and friends are the session's, not the
 			// connection's (ids from a sequence, inserts on other
 			// pooled connections): answered by the rewrite, on the
 			// default node.
 			if out, changed, err := s.getParser().RewriteSessionFuncs(sql, s.sessionValues()); err == nil && changed {
-				return true, s.eng.Forward(s.node, nil, &out, &info)
+				return true, s.eng.Forward(n, nil, &out, &info)
 			}
 		}
-		return true, s.eng.Forward(s.node, p, nil, &info)
+		return true, s.eng.Forward(n, p, nil, &info)
 	}
 	if pl.Alters {
 		if err := s.subTablesAgree(pl.Tables()[0]); err != nil {
@@ -106,7 +108,22 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	if err != nil {
 		return true, s.fail(err)
 	}
+	if len(rt.Routes) == 1 && len(pl.ReadNodes()) > 0 {
+		rt.Routes[0].Node = s.readNode(pl, s.snap.nodes[rt.Routes[0].Node]).Name
+	}
 	return true, s.runText(rt, pl, info)
+}
+
+// readNode is where a statement runs that only reads global tables: the
+// node the session's connection is pinned to (its transaction) when that
+// node has a copy of each, else planned, the node it was planned for.
+func (s *Session) readNode(pl *router.Plan, planned *backend.Node) *backend.Node {
+	if bc := s.lease.Pinned(); bc != nil && bc.Node() != planned.Name && slices.Contains(pl.ReadNodes(), bc.Node()) {
+		if n := s.snap.nodes[bc.Node()]; n != nil {
+			return n
+		}
+	}
+	return planned
 }
 
 // runText runs a bound routing of a text statement classified as info.

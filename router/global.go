@@ -73,22 +73,33 @@ func (b *builder) withGlobals(stmt ast.StmtNode, sharded, globals []*tableRef, p
 		}
 		return b.plan, nil
 	}
-	node := ""
+	// Any node with a copy of each can answer (ReadNodes): the default
+	// node first.
+	var anyOf []string
 	for _, n := range append([]string{b.plan.def}, globals[0].rule.Nodes...) {
-		if !slices.ContainsFunc(globals, func(r *tableRef) bool { return !slices.Contains(r.rule.Nodes, n) }) {
-			node = n
-			break
+		if !slices.Contains(anyOf, n) && !slices.ContainsFunc(globals, func(r *tableRef) bool { return !slices.Contains(r.rule.Nodes, n) }) {
+			anyOf = append(anyOf, n)
 		}
 	}
-	switch node {
-	case "":
+	switch {
+	case len(anyOf) == 0:
 		return nil, errorf("global tables %s and %s have no node in common (%s; %s)", globals[0].rule.Table, globals[1].rule.Table,
 			strings.Join(globals[0].rule.Nodes, ", "), strings.Join(globals[1].rule.Nodes, ", "))
-	case b.plan.def:
+	case anyOf[0] == b.plan.def:
+		b.plan.readNodes = anyOf
 		return b.plan, nil // the client's own statement, on the default node
 	}
-	return b.copiesPlan(stmt, globals[0].rule, []string{node}, params)
+	pl, err := b.copiesPlan(stmt, globals[0].rule, anyOf[:1], params)
+	if pl != nil {
+		pl.readNodes = anyOf
+	}
+	return pl, err
 }
+
+// ReadNodes are the nodes that can answer a statement that only reads
+// global tables, the one it is planned for first (nil for other
+// statements): a session inside a transaction on one of them reads there.
+func (p *Plan) ReadNodes() []string { return p.readNodes }
 
 // copiesPlan plans stmt to run as written on the given nodes, each holding
 // a copy of global table g.

@@ -43,6 +43,7 @@ type Plan struct {
 	mtmpl     template   // what each sub-table runs then
 	unsharded []string   // unsharded tables also referenced: the route must be the default node
 	copies    []string   // a statement on global table tables[0]: the nodes it runs on, as written
+	readNodes []string   // a read of global tables only: the nodes that could answer it
 	def       string     // default node
 	nparams   int
 }

@@ -164,6 +164,21 @@ func TestGlobalTables(t *testing.T) {
 	mustExec(t, db, "DELETE FROM sh_country WHERE code = 'BE'")
 	mustExec(t, db, "UPDATE sh_user SET cc = 'NL' WHERE id = 5")
 
+	// A read of a global table inside a transaction runs on the
+	// transaction's node when it has a copy: in transaction_mode single,
+	// where reaching the default node would be refused, too.
+	single := startProxy(t, singleMode(globalYAML("%ADDR%")))
+	sc, err := single.open(t, "ks:ks", "shard_e2e", "").Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExecConn(t, sc, "BEGIN")
+	mustExecConn(t, sc, "UPDATE sh_user SET cc = 'DE' WHERE id = 5") // node2
+	wantColConn(t, sc, "SELECT name FROM sh_country WHERE code = 'FR'", "France", "a global read in a transaction on node2")
+	wantColConn(t, sc, "SELECT cc FROM sh_user WHERE id = 5", "DE", "the transaction's own write")
+	mustExecConn(t, sc, "ROLLBACK")
+	sc.Close()
+
 	// What cannot run as one statement is refused, naming the tables.
 	_, err = db.Exec("UPDATE sh_user u JOIN sh_country c ON u.cc = c.code SET c.name = 'x' WHERE u.id = 1")
 	wantErrContains(t, "a write of a global table with a sharded one", err, 1235, "writes global table sh_country cannot use sharded table sh_user")
