@@ -118,7 +118,7 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 // node the session's connection is pinned to (its transaction) when that
 // node has a copy of each, else planned, the node it was planned for.
 func (s *Session) readNode(pl *router.Plan, planned *backend.Node) *backend.Node {
-	if bc := s.lease.Pinned(); bc != nil && bc.Node() != planned.Name && slices.Contains(pl.ReadNodes(), bc.Node()) {
+	if bc := s.lease.Pinned(); bc != nil && s.lease.InTx() && bc.Node() != planned.Name && slices.Contains(pl.ReadNodes(), bc.Node()) {
 		if n := s.snap.nodes[bc.Node()]; n != nil {
 			return n
 		}

@@ -73,8 +73,13 @@ func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
 				m := b.seqMarker()
 				st.Lists[i] = append(row, m)
 				slots = append(slots, seqSlot{lit: m.Order})
-			case isParam:
+			case isParam && pm.Order < b.base:
 				slots = append(slots, seqSlot{lit: pm.Order, maybe: true})
+			case isParam:
+				// A ? that is not one of the statement's literals (in an
+				// executable comment): its number is not one to bind.
+				return errorf("INSERT into sharded table %s: cannot tell whether column %s takes an id from sequence %s; "+
+					"give it a plain value, NULL or leave it out", t.Table, sq.Column, sq.Name)
 			case takesID(e):
 				m := b.seqMarker()
 				row[ci] = m
@@ -146,8 +151,21 @@ func zeroOrNull(v any) bool {
 		return x == 0
 	case uint64:
 		return x == 0
+	case float64:
+		return x == 0
+	case string:
+		return isZeroText(x) // '0', or a ? bound as a string (PDO, setString)
+	case []byte:
+		return isZeroText(string(x))
 	}
 	return false
+}
+
+// isZeroText reports whether s reads as the number 0, as the server
+// converts a string stored in an integer column.
+func isZeroText(s string) bool {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return err == nil && f == 0
 }
 
 // Sequence returns the sequence an INSERT bound to lits takes ids from and

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -59,6 +60,9 @@ type SetItem struct {
 	Value string
 }
 
+// setTransactionRe matches SET TRANSACTION without SESSION or GLOBAL.
+var setTransactionRe = regexp.MustCompile(`(?is)^\s*(/\*.*?\*/\s*)*set\s+transaction\b`)
+
 // ParseSet parses a SET statement into its assignments. The returned
 // strings never alias sql.
 func (p *Parser) ParseSet(sql string) ([]SetItem, error) {
@@ -96,7 +100,10 @@ func (p *Parser) ParseSet(sql string) ([]SetItem, error) {
 			items = append(items, SetItem{Kind: SetGlobal, Name: name})
 		case name == "autocommit":
 			items = append(items, SetItem{Kind: SetAutocommit, Name: name})
-		case strings.HasSuffix(name, "_one_shot"):
+		case strings.HasSuffix(name, "_one_shot"), name == "tx_read_only" && setTransactionRe.MatchString(sql):
+			// SET TRANSACTION without SESSION is for the next transaction
+			// only (the parser names READ ONLY / READ WRITE as the
+			// session variable either way).
 			items = append(items, SetItem{Kind: SetOneShot, Name: name})
 		default:
 			it := SetItem{Kind: SetSysVar, Name: name}

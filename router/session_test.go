@@ -30,6 +30,16 @@ func TestParseSet(t *testing.T) {
 	if err != nil || len(items) != 1 || items[0].Kind != SetOneShot {
 		t.Fatalf("one-shot: %+v %v", items, err)
 	}
+	// READ ONLY / READ WRITE: the parser names the session variable
+	// either way; without SESSION it is for the next transaction only.
+	for _, q := range []string{"SET TRANSACTION READ ONLY", "/* c */ set  transaction read write"} {
+		if items, err = p.ParseSet(q); err != nil || len(items) != 1 || items[0].Kind != SetOneShot {
+			t.Fatalf("%s: %+v %v", q, items, err)
+		}
+	}
+	if items, err = p.ParseSet("SET SESSION TRANSACTION READ ONLY"); err != nil || len(items) != 1 || items[0].Kind != SetSysVar || items[0].Name != "tx_read_only" {
+		t.Fatalf("session read only: %+v %v", items, err)
+	}
 	items, err = p.ParseSet("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
 	if err != nil || len(items) != 1 || items[0].Kind != SetSysVar || items[0].Name != "tx_isolation" {
 		t.Fatalf("session isolation: %+v %v", items, err)

@@ -42,6 +42,9 @@ type Conns interface {
 	// imply, so that a statement over several nodes can open the
 	// transaction on its first and join the others; false if it cannot.
 	OpenTx() bool
+	// UndoOpenTx drops the BEGIN OpenTx deferred, if no statement opened
+	// it yet (the statement failed before reaching a node).
+	UndoOpenTx()
 	Status() uint16 // the status the client sees between statements
 }
 

@@ -149,6 +149,9 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 		r := &rt.Routes[i]
 		bc, err := e.Conns.Acquire(e.Nodes[r.Node], p)
 		if err != nil {
+			if len(legs) == 0 {
+				e.Conns.UndoOpenTx() // nothing opened it: the next statement's, as before
+			}
 			e.releaseLegs(legs)
 			return e.Fail(err)
 		}

@@ -112,6 +112,7 @@ type Lease struct {
 	// its next transaction takes (see NextTx); txNextFresh: just recorded.
 	txNext      []string
 	txNextFresh bool
+	txImplied   bool // txBegin is OpenTx's, not the client's
 }
 
 // NextTx records a SET TRANSACTION statement (isolation level, READ
@@ -151,15 +152,23 @@ func (l *Lease) SetLockTables(on bool) { l.lockTables = on }
 
 // Defer holds BEGIN / START TRANSACTION (sql) until the first statement
 // picks the transaction's node; "" drops a deferred one.
-func (l *Lease) Defer(sql string) { l.txBegin = sql }
+func (l *Lease) Defer(sql string) { l.txBegin, l.txImplied = sql, false }
 
 // OpenTx: see Conns.
 func (l *Lease) OpenTx() bool {
 	if l.XA == nil || l.Vars.Autocommit || l.TxOpen() || l.pinned != nil {
 		return false
 	}
-	l.txBegin = "BEGIN"
+	l.txBegin, l.txImplied = "BEGIN", true
 	return true
+}
+
+// UndoOpenTx: see Conns.
+func (l *Lease) UndoOpenTx() {
+	if l.txImplied && l.txBegin != "" {
+		l.txBegin = ""
+	}
+	l.txImplied = false
 }
 
 // Deferred reports whether a BEGIN is held back.
@@ -226,7 +235,7 @@ func (l *Lease) Tracking() bool { return l.Split && l.RYW > 0 }
 // ResetSession forgets the session's routing state (a new login, a
 // COM_RESET_CONNECTION): no deferred BEGIN, no write window.
 func (l *Lease) ResetSession() {
-	l.txBegin = ""
+	l.txBegin, l.txImplied = "", false
 	l.lastWrite = 0
 }
 
@@ -387,7 +396,7 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 			l.Release(bc)
 			return nil, err
 		}
-		l.txBegin = ""
+		l.txBegin, l.txImplied = "", false
 		if l.XA != nil {
 			// Pinned at once: the statement's other legs (a first
 			// statement over several nodes) join it as branches.
@@ -418,9 +427,9 @@ func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
 	switch {
 	case l.pinned.Status&mysql.SERVER_STATUS_IN_TRANS_READONLY != 0:
 		chars = append(slices.Clip(chars), "SET TRANSACTION READ ONLY")
-	case len(chars) > 0:
-		// START TRANSACTION READ WRITE overrode a SET TRANSACTION READ
-		// ONLY: the access mode the first node has.
+	case len(chars) > 0 || l.sessionReadOnly():
+		// START TRANSACTION READ WRITE overrode a (SESSION) TRANSACTION
+		// READ ONLY: the access mode the first node has.
 		chars = append(slices.Clip(chars), "SET TRANSACTION READ WRITE")
 	}
 	for _, q := range chars {
@@ -437,6 +446,22 @@ func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
 	}
 	l.branches = append(l.branches, bc)
 	return bc, nil
+}
+
+// sessionReadOnly reports whether the session's transactions are read-only
+// by default (SET SESSION TRANSACTION READ ONLY, synced to every
+// connection).
+func (l *Lease) sessionReadOnly() bool {
+	if l.Vars.State == nil {
+		return false
+	}
+	for _, name := range []string{"tx_read_only", "transaction_read_only"} {
+		if v, ok := l.Vars.State.Get(name); ok {
+			v = strings.Trim(v, "'\"")
+			return v == "1" || strings.EqualFold(v, "on")
+		}
+	}
+	return false
 }
 
 // branchID is the XA branch of transaction xid on node.
@@ -772,7 +797,7 @@ func (l *Lease) End() {
 	noReuse := l.noReuse
 	l.cursors = 0
 	l.txNext, l.txNextFresh = nil, false
-	l.sticky, l.lockTables, l.txBegin, l.noReuse = "", false, "", false
+	l.sticky, l.lockTables, l.txBegin, l.noReuse, l.txImplied = "", false, "", false, false
 	bc := l.pinned
 	if bc == nil {
 		return

@@ -144,7 +144,15 @@ func (e *Engine) LoadData(ld *router.Load) error {
 			}
 			l.bc.SetStatus(ok.Status)
 			if i > 0 && t.Global {
-				continue // the copies of a global table count as one table
+				// The copies of a global table count as one table; one
+				// that took other rows (IGNORE, REPLACE on copies not
+				// alike) is not kept.
+				if ok.AffectedRows != affected && failed == nil {
+					failed = Errorf(KindNotSupported, "keyshard: LOAD DATA into %s: the copies changed different numbers of rows "+
+						"(node %s: %d, node %s: %d): they are not alike, nothing was loaded; see ADMIN CHECK SHARDS",
+						t.Named(), legs[0].bc.Node(), affected, l.bc.Node(), ok.AffectedRows)
+				}
+				continue
 			}
 			affected += ok.AffectedRows
 			warnings = min(warnings+uint64(ok.Warnings), 65535)

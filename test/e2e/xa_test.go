@@ -281,6 +281,19 @@ func TestXABranchIsolation(t *testing.T) {
 		t.Fatalf("a write on node2 beside a REPEATABLE READ branch: %v", err)
 	}
 	mustExecConn(t, c, "COMMIT")
+	// SET TRANSACTION READ ONLY is for the next transaction only, on
+	// every node: the one after writes on both.
+	mustExecConn(t, c, "SET TRANSACTION READ ONLY")
+	mustExecConn(t, c, "BEGIN")
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id = 1", "one", "READ ONLY transaction, node1")
+	_, err := c.ExecContext(context.Background(), "UPDATE sh_user SET name = 'ro' WHERE id = 5")
+	wantErrContains(t, "a write on the READ ONLY transaction's branch", err, 1792, "READ ONLY")
+	mustExecConn(t, c, "ROLLBACK")
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'rw' WHERE id = 1")
+	mustExecConn(t, c, "UPDATE sh_user SET name = 'rw' WHERE id = 5")
+	mustExecConn(t, c, "COMMIT")
+	wantColConn(t, c, "SELECT name FROM sh_user WHERE id IN (1, 5)", "rw,rw", "the transaction after the READ ONLY one")
 }
 
 // Inside a transaction over several nodes a SELECT over several
