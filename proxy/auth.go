@@ -148,10 +148,28 @@ func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
 	return s.pkt.Flush()
 }
 
+// echoName is a name the client sent, as an error message repeats it: cut
+// to MariaDB's longest user name, so a client cannot have keyshard echo a
+// big packet back.
+func echoName(s string) string {
+	const max = 128
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
+
+// preAuthMaxPacket bounds a packet read before the client has logged in.
+const preAuthMaxPacket = 64 << 10
+
 // handshake runs the connection phase: greeting, optional TLS upgrade,
 // authentication (with auth switch and caching_sha2 full authentication).
 func (s *Session) handshake() error {
 	cfg := s.snap.cfg
+	// Before login a client sends a handshake response and maybe an auth
+	// switch answer, a few hundred bytes: nothing bigger is read.
+	s.pkt.MaxRead = preAuthMaxPacket
+	defer func() { s.pkt.MaxRead = cfg.MaxAllowedPacket }()
 	plugin := defaultPlugin(cfg.DefaultAuthPlugin)
 	scramble := newScramble()
 	s.scramble = scramble
@@ -220,7 +238,7 @@ func defaultPlugin(name string) string {
 // what the client sent for scramble; an auth switch happens when the user's
 // configured plugin differs or the client's is not supported.
 func (s *Session) authenticate(user, clientPlugin string, auth, scramble []byte) error {
-	denied := newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", user, s.remoteHost, yesNo(len(auth) > 0))
+	denied := newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", echoName(user), s.remoteHost, yesNo(len(auth) > 0))
 	uc, ok := s.snap.cfg.UserPassword(user)
 	want := clientPlugin
 	if ok && uc.AuthPlugin != "" {
@@ -246,7 +264,7 @@ func (s *Session) authenticate(user, clientPlugin string, auth, scramble []byte)
 			return err
 		}
 		auth = bytes.Clone(p)
-		denied = newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", user, s.remoteHost, yesNo(len(auth) > 0))
+		denied = newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", echoName(user), s.remoteHost, yesNo(len(auth) > 0))
 	}
 	if !ok {
 		return denied
@@ -321,7 +339,7 @@ func (s *Session) cachingSha2(user, password string, auth, scramble []byte, deni
 		}
 		clear = bytes.TrimRight(plain, "\x00")
 	default:
-		return newErr(errAccessDenied, "Access denied for user '%s'@'%s': caching_sha2_password full authentication needs TLS or the RSA public key exchange", user, s.remoteHost)
+		return newErr(errAccessDenied, "Access denied for user '%s'@'%s': caching_sha2_password full authentication needs TLS or the RSA public key exchange", echoName(user), s.remoteHost)
 	}
 	if subtle.ConstantTimeCompare(clear, []byte(password)) != 1 {
 		return denied

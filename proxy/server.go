@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
@@ -52,6 +53,7 @@ type Server struct {
 	rsaPubPEM []byte
 	sha2Cache sync.Map // user+"\x00"+password -> struct{}: users who passed full auth
 	userConns sync.Map // user -> *atomic.Int64: open sessions (max_connections of user_list)
+	unauth    hostCount // connections not logged in yet, by client address
 
 	baseState *backend.State
 	states    sync.Map          // collation id -> *backend.State
@@ -309,6 +311,35 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
+// hostCount counts connections per client address.
+type hostCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// enter counts one more connection from host, unless it has max already
+// (max 0: no cap).
+func (h *hostCount) enter(host string, max int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if max > 0 && h.n[host] >= max {
+		return false
+	}
+	if h.n == nil {
+		h.n = map[string]int{}
+	}
+	h.n[host]++
+	return true
+}
+
+func (h *hostCount) leave(host string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[host]--; h.n[host] <= 0 {
+		delete(h.n, host)
+	}
+}
+
 // ErrServerClosed is returned by Serve after Shutdown.
 var ErrServerClosed = errors.New("keyshard: server closed")
 
@@ -363,8 +394,20 @@ func (s *Server) handle(nc net.Conn) {
 		_ = sess.pkt.Flush()
 		return
 	}
+	if !s.unauth.enter(host, cfg.MaxUnauthPerHost) {
+		s.metrics.rejected("unauthenticated_per_host").Inc()
+		sess.writeError(newErr(errTooManyConnections, "Too many connections from %s still logging in (max_unauthenticated_per_host %d)",
+			host, cfg.MaxUnauthPerHost))
+		_ = sess.pkt.Flush()
+		return
+	}
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := sess.handshake(); err != nil {
+	err := sess.handshake()
+	s.unauth.leave(host)
+	if errors.Is(err, wire.ErrPacketTooLarge) {
+		err = newErr(errPacketTooLarge, "Got a packet bigger than %d bytes before login", preAuthMaxPacket)
+	}
+	if err != nil {
 		var pe *Error
 		var be *backend.Error
 		if errors.As(err, &pe) || errors.As(err, &be) || isMyError(err) {

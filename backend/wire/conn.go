@@ -150,15 +150,36 @@ func (c *Conn) readRaw() ([]byte, error) {
 		return p[4:], nil
 	}
 	_, _ = c.br.Discard(4)
-	if cap(c.big) < n {
-		c.big = make([]byte, n)
+	// The body is read as it arrives, into a buffer that grows with what
+	// came, never to the announced size up front: a peer announcing 16 MiB
+	// and sending nothing costs nothing. A scratch buffer up to keepBig is
+	// kept for the next big packet; a bigger one goes with the packet.
+	buf := c.big[:0]
+	if cap(buf) < n && n > keepBig {
+		buf = nil
 	}
-	p := c.big[:n]
-	if _, err := io.ReadFull(c.br, p); err != nil {
-		return nil, noEOF(err)
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			nb := make([]byte, len(buf), min(n, max(2*cap(buf), 64<<10)))
+			copy(nb, buf)
+			buf = nb
+		}
+		m, err := c.br.Read(buf[len(buf):min(n, cap(buf))])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			return nil, noEOF(err)
+		}
 	}
-	return p, nil
+	if cap(buf) <= keepBig {
+		c.big = buf
+	}
+	return buf, nil
 }
+
+// keepBig is the largest scratch buffer a connection keeps between
+// packets: a session or a pooled connection that once read a huge
+// statement or row does not hold its size for life.
+const keepBig = 1 << 20
 
 // RelayRows copies to dst, in one write, the result set rows that c has
 // already received (no read is made): each packet gets dst's next
@@ -205,9 +226,8 @@ func (c *Conn) ReadPacket() ([]byte, error) {
 		return p, err
 	}
 	// A logical packet spanning several physical ones: copy into an owned
-	// buffer, bounded by MaxRead.
-	buf := make([]byte, 0, 2*MaxPayload)
-	buf = append(buf, p...)
+	// buffer, bounded by MaxRead, growing with what arrives.
+	buf := append([]byte(nil), p...)
 	for {
 		p, err = c.ReadRaw()
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"testing"
 )
 
@@ -170,5 +171,36 @@ func TestRelayRows(t *testing.T) {
 		if rows, _ := src.RelayRows(dst); rows != 0 {
 			t.Errorf("%x: %d rows copied", in, rows)
 		}
+	}
+}
+
+// A packet header announcing 16 MiB followed by a few bytes costs what
+// arrived, not what was announced; a big packet's buffer is not kept.
+func TestAnnouncedSizeNotAllocated(t *testing.T) {
+	in := append([]byte{0xff, 0xff, 0xfe, 0}, bytes.Repeat([]byte{'x'}, 100)...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 20 {
+		conn, _ := newTestConn(in)
+		if _, err := conn.ReadPacket(); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("got %v, want io.ErrUnexpectedEOF", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 8<<20 {
+		t.Fatalf("20 connections announcing 16 MiB each and sending 100 bytes allocated %d bytes", got)
+	}
+	// A 3 MiB packet is read whole; the connection does not keep its
+	// buffer, but keeps a small one.
+	conn, _ := newTestConn(append(frame(0, bytes.Repeat([]byte{'y'}, 3<<20)), frame(1, bytes.Repeat([]byte{'z'}, 8000))...))
+	if p, err := conn.ReadPacket(); err != nil || len(p) != 3<<20 {
+		t.Fatalf("3 MiB packet: %d bytes, %v", len(p), err)
+	}
+	if cap(conn.big) > keepBig {
+		t.Fatalf("kept a %d-byte buffer after a big packet", cap(conn.big))
+	}
+	if p, err := conn.ReadPacket(); err != nil || len(p) != 8000 || p[0] != 'z' {
+		t.Fatalf("the packet after: %d bytes, %v", len(p), err)
 	}
 }

@@ -38,6 +38,10 @@ const (
 	defaultReadYourWrite = "master"
 	defaultXALogDB       = "keyshard"
 	defaultSequenceCache = 1000
+	// Pre-login bounds: a default max_connections, and a cap on one
+	// address's connections still logging in.
+	defaultMaxConnections   = 4096
+	defaultMaxUnauthPerHost = 32
 	defaultXARecover     = 30 * time.Second
 	defaultXATimeout     = 60 * time.Second
 
@@ -109,6 +113,8 @@ func (c *Config) ApplyDefaults() {
 	str(&c.ReadYourWrites, defaultReadYourWrite)
 	dur(&c.ReadYourWritesWindow, defaultRYWWindow)
 	str(&c.XALogDB, defaultXALogDB)
+	omitted(&c.MaxConnections, "max_connections", defaultMaxConnections)
+	omitted(&c.MaxUnauthPerHost, "max_unauthenticated_per_host", defaultMaxUnauthPerHost)
 	dur(&c.XARecoverInterval, defaultXARecover)
 	dur(&c.XAPreparedTimeout, defaultXATimeout)
 	if c.XALogNode == "" && len(c.SchemaList) > 0 {
@@ -178,7 +184,7 @@ func (c *Config) validateTop(p *problems) {
 		key string
 		val int
 	}{
-		{"slow_log_time", c.SlowLogTime}, {"max_connections", c.MaxConnections}, {"max_procs", c.MaxProcs},
+		{"slow_log_time", c.SlowLogTime}, {"max_connections", c.MaxConnections}, {"max_unauthenticated_per_host", c.MaxUnauthPerHost}, {"max_procs", c.MaxProcs},
 		{"client_write_buffer", c.ClientWriteBuffer}, {"backend_write_buffer", c.BackendWriteBuffer},
 		{"read_buffer", c.ReadBuffer}, {"pool_min_idle", c.PoolMinIdle},
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
