@@ -51,8 +51,8 @@ type Server struct {
 	tlsConf   *tls.Config
 	rsaKey    *rsa.PrivateKey
 	rsaPubPEM []byte
-	sha2Cache sync.Map // user+"\x00"+password -> struct{}: users who passed full auth
-	userConns sync.Map // user -> *atomic.Int64: open sessions (max_connections of user_list)
+	sha2Cache sync.Map  // user+"\x00"+password -> struct{}: users who passed full auth
+	userConns sync.Map  // user -> *atomic.Int64: open sessions (max_connections of user_list)
 	unauth    hostCount // connections not logged in yet, by client address
 
 	baseState *backend.State

@@ -29,10 +29,10 @@ type Config struct {
 	SchemaList       []SchemaConfig `yaml:"schema_list"`
 
 	// keyshard additions, all optional; etc/ks.yaml documents each.
-	MaxConnections     int      `yaml:"max_connections"`      // default 4096; 0 = unlimited; ER_CON_COUNT_ERROR past it
+	MaxConnections int `yaml:"max_connections"` // default 4096; 0 = unlimited; ER_CON_COUNT_ERROR past it
 	// MaxUnauthPerHost caps one client address's connections that have
 	// not logged in yet (default 32; 0 = no cap).
-	MaxUnauthPerHost int `yaml:"max_unauthenticated_per_host"`
+	MaxUnauthPerHost   int      `yaml:"max_unauthenticated_per_host"`
 	MaxProcs           int      `yaml:"max_procs"`            // GOMAXPROCS; 0 = GOMAXPROCS env or half the CPUs
 	TCPNoDelay         *bool    `yaml:"tcp_nodelay"`          // client side; default true
 	BackendTCPNoDelay  *bool    `yaml:"backend_tcp_nodelay"`  // default true

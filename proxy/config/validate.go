@@ -42,8 +42,8 @@ const (
 	// address's connections still logging in.
 	defaultMaxConnections   = 4096
 	defaultMaxUnauthPerHost = 32
-	defaultXARecover     = 30 * time.Second
-	defaultXATimeout     = 60 * time.Second
+	defaultXARecover        = 30 * time.Second
+	defaultXATimeout        = 60 * time.Second
 
 	minMaxPacket = 1 << 10 // MySQL's own bounds for max_allowed_packet
 	maxMaxPacket = 1 << 30
