@@ -111,6 +111,9 @@ func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(o.NoDelay)
 	}
+	if o.Silence > 0 {
+		nc = &watchConn{Conn: nc, pool: p}
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}

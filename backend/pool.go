@@ -23,11 +23,14 @@ type Options struct {
 	MaxLifetime    time.Duration // connections are retired after this
 	ValidateAfter  time.Duration // connections idle longer are pinged before use
 	ConnectTimeout time.Duration // dial + handshake
-	NoDelay        bool
-	ReadBuffer     int
-	WriteBuffer    int
-	MaxPacket      int
-	StmtCache      int // prepared statements cached per connection (LRU)
+	// Silence: a connection waiting this long for a byte of an answer
+	// checks that its server lives (see watchConn); 0: never.
+	Silence     time.Duration
+	NoDelay     bool
+	ReadBuffer  int
+	WriteBuffer int
+	MaxPacket   int
+	StmtCache   int // prepared statements cached per connection (LRU)
 	// Refs counts the client statements of each text; cached statements
 	// no client holds are closed (nil: only the LRU bounds them).
 	Refs *StmtRefs
@@ -119,6 +122,7 @@ type Pool struct {
 	stmtPrepares, stmtsOpen                                             atomic.Int64
 
 	health
+	live  liveness
 	stmts Latency // statements run through Observe: count, errors, latency
 
 	version   atomic.Pointer[string] // the server's version, as its last handshake said

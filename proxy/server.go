@@ -196,6 +196,7 @@ func (s *Server) poolOptions(c *config.Config, n *config.NodeConfig) backend.Opt
 		IdleTimeout:    c.PoolIdleTimeout.D(),
 		MaxLifetime:    c.PoolMaxLifetime.D(),
 		ConnectTimeout: c.ConnectTimeout.D(),
+		Silence:        c.BackendSilence.D(),
 		NoDelay:        boolOr(c.BackendTCPNoDelay, true),
 		ReadBuffer:     c.ReadBuffer,
 		WriteBuffer:    c.BackendWriteBuffer,

@@ -44,11 +44,16 @@ type Config struct {
 	PoolMaxLifetime    Duration `yaml:"pool_max_lifetime"`    // default 1h
 	PoolMinIdle        int      `yaml:"pool_min_idle"`        // warm set per node; omitted = 2; capped per node at max_conns_limit
 	ConnectTimeout     Duration `yaml:"connect_timeout"`      // backend dial+handshake, default 3s
-	ShutdownTimeout    Duration `yaml:"shutdown_timeout"`     // default 10s
-	MaxAllowedPacket   int      `yaml:"max_allowed_packet"`   // default 64 MiB
-	StmtCacheSize      int      `yaml:"stmt_cache_size"`      // prepared statements kept per backend connection, default 64
-	MaxMergeRows       int      `yaml:"max_merge_rows"`       // groups a cross-shard merge may hold to re-sort, default 100000
-	ServerVersion      string   `yaml:"server_version"`       // the version clients see; default: the backends' own (see proxy/identity.go)
+	// BackendSilence: a statement's backend that sends nothing for this
+	// long is checked for life (a new connection must log in within
+	// connect_timeout); a frozen one fails the statement. Default 5s;
+	// 0 turns the check off.
+	BackendSilence   Duration `yaml:"backend_silence"`
+	ShutdownTimeout  Duration `yaml:"shutdown_timeout"`   // default 10s
+	MaxAllowedPacket int      `yaml:"max_allowed_packet"` // default 64 MiB
+	StmtCacheSize    int      `yaml:"stmt_cache_size"`    // prepared statements kept per backend connection, default 64
+	MaxMergeRows     int      `yaml:"max_merge_rows"`     // groups a cross-shard merge may hold to re-sort, default 100000
+	ServerVersion    string   `yaml:"server_version"`     // the version clients see; default: the backends' own (see proxy/identity.go)
 
 	// Writes over several nodes (XA two-phase commit; etc/ks.yaml).
 	XALogNode         string   `yaml:"xa_log_node"`         // node keeping the commit decisions; default: the first schema's default node

@@ -38,6 +38,9 @@ const (
 	defaultReadYourWrite = "master"
 	defaultXALogDB       = "keyshard"
 	defaultSequenceCache = 1000
+	// A backend silent this long while a statement waits is checked for
+	// life.
+	defaultBackendSilence = 5 * time.Second
 	// Pre-login bounds: a default max_connections, and a cap on one
 	// address's connections still logging in.
 	defaultMaxConnections   = 4096
@@ -102,6 +105,9 @@ func (c *Config) ApplyDefaults() {
 	dur(&c.PoolMaxLifetime, defaultPoolLifetime)
 	omitted(&c.PoolMinIdle, "pool_min_idle", defaultPoolMinIdle)
 	dur(&c.ConnectTimeout, defaultConnect)
+	if !c.has("backend_silence") {
+		c.BackendSilence = Duration(defaultBackendSilence)
+	}
 	dur(&c.ShutdownTimeout, defaultShutdown)
 	num(&c.MaxAllowedPacket, defaultMaxPacket)
 	num(&c.StmtCacheSize, defaultStmtCache)
@@ -200,7 +206,7 @@ func (c *Config) validateTop(p *problems) {
 		val Duration
 	}{
 		{"pool_wait_timeout", c.PoolWaitTimeout}, {"pool_idle_timeout", c.PoolIdleTimeout},
-		{"pool_max_lifetime", c.PoolMaxLifetime}, {"connect_timeout", c.ConnectTimeout},
+		{"pool_max_lifetime", c.PoolMaxLifetime}, {"connect_timeout", c.ConnectTimeout}, {"backend_silence", c.BackendSilence},
 		{"health_check_interval", c.HealthCheckInterval}, {"health_check_timeout", c.HealthCheckTimeout},
 		{"read_your_writes_window", c.ReadYourWritesWindow},
 		{"shutdown_timeout", c.ShutdownTimeout},

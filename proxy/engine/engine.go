@@ -258,7 +258,7 @@ func (e *Engine) forward(n *backend.Node, raw []byte, sql *string, info *router.
 		}
 		bc.Pool().Observe(time.Since(start), err != nil || res.Err != nil)
 		if err != nil {
-			if retriable && attempt == 0 && !res.Started && backend.KindOf(err) == backend.KindLost && !e.Trace.Killed() {
+			if retriable && attempt == 0 && !res.Started && backend.KindOf(err) == backend.KindLost && !e.Trace.Killed() && !backend.IsFrozen(err) {
 				e.Conns.Release(bc) // broken: discarded
 				e.Trace.Retry()
 				p |= Retry

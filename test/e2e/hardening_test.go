@@ -2,8 +2,13 @@ package e2e
 
 import (
 	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,4 +81,64 @@ func wantErrPacket(t *testing.T, p []byte, code uint16, substr string) {
 	if got != code || !strings.Contains(msg, substr) {
 		t.Fatalf("want ERR %d containing %q, got %d %q", code, substr, got, msg)
 	}
+}
+
+// A frozen backend (SIGSTOP) turns a statement waiting on it into an
+// error naming the node within backend_silence + connect_timeout, not a
+// hang; a long query on a live backend is not cut; after SIGCONT the node
+// serves again.
+func TestFrozenBackend(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%")+"backend_silence: 300ms\nconnect_timeout: 1s\n")
+	db := p.open(t, "ks:ks", "", "")
+	// A live backend that answers after 1.5 s of silence: not cut.
+	if got := queryCol(t, db, "SELECT SLEEP(1.5)"); len(got) != 1 || got[0] != "0" {
+		t.Fatalf("SELECT SLEEP(1.5): %v", got)
+	}
+	pidb, err := os.ReadFile(filepath.Join(os.Getenv("KS_BACKENDS_DIR"), fmt.Sprint(basePort), "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(pidb)))
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { _ = proc.Signal(syscall.SIGCONT) }
+	defer cont()
+	// A statement in flight when the server froze.
+	proc.Signal(syscall.SIGCONT)
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := db.Exec("SELECT SLEEP(1)")
+		errc <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-errc:
+	case <-time.After(15 * time.Second):
+		t.Fatal("a statement in flight on the frozen backend still waits after 15 s")
+	}
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "node node1") || !strings.Contains(err.Error(), "sent nothing for 300ms and a new connection to it failed") {
+		t.Fatalf("a statement in flight on the frozen backend: %v", err)
+	}
+	// A new statement on the frozen node: an error naming it, not a hang.
+	_, err = db.Exec("SELECT SLEEP(0)")
+	if err == nil || !strings.Contains(err.Error(), "node1") {
+		t.Fatalf("a statement on the frozen backend: %v", err)
+	}
+	took2 := time.Since(start) - took
+	cont()
+	if took > 5*time.Second || took2 > 5*time.Second {
+		t.Fatalf("the errors took %s and %s", took, took2)
+	}
+	t.Logf("frozen backend: statement in flight failed after %s, a new one after %s", took, took2)
+	waitFor(t, "the node to serve again", func() bool {
+		var one int
+		return db.QueryRow("SELECT 1").Scan(&one) == nil && one == 1
+	})
 }

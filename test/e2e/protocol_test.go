@@ -995,7 +995,8 @@ func TestMalformedPackets(t *testing.T) {
 	}
 	r.wantClosed()
 
-	// (b) A header announcing 16 MiB - 1, then the client goes away.
+	// (b) A header announcing 16 MiB - 1, then the client goes away:
+	// refused before the body is read (1153), then closed.
 	r = dialRaw(t, p.Addr)
 	r.readGreeting()
 	if _, err := r.nc.Write([]byte{0xff, 0xff, 0xff, 1, 'x', 'y', 'z'}); err != nil {
@@ -1003,6 +1004,10 @@ func TestMalformedPackets(t *testing.T) {
 	}
 	if err := r.nc.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
+	}
+	r.anySeq = true
+	if ans := r.mustRead(); errCode(ans) != mysql.ER_NET_PACKET_TOO_LARGE {
+		t.Fatalf("a 16 MiB header before login: got %q, want ERR 1153", ans)
 	}
 	r.wantClosed()
 	stillServes("a 16 MiB header and an early close")
