@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -97,7 +98,7 @@ func (l *sqlLog) record(s *Session, sql string, sm *digest.Sample, err error) {
 	for i, d := range sm.Stages {
 		fields = append(fields, zap.Float64(stageKeys[i], digest.Millis(d)))
 	}
-	fields = append(fields, zap.String("sql", sql))
+	fields = append(fields, zap.String("sql", router.RedactSecrets(sql))) // passwords never reach a log file
 	if err != nil && !errors.Is(err, errQuit) {
 		fields = append(fields, zap.String("error", toMySQL(err).Error()))
 	}

@@ -263,6 +263,13 @@ func TestAdminLogSQLAndSlowLogTime(t *testing.T) {
 	mustExec(t, root, "admin server(opt,k,v) values('change','log_sql','on')")
 	mustExec(t, ks, "SELECT 'after log_sql on'")
 	waitFor(t, "the statement in sql.log", func() bool { return fileContains(sqlLog, "after log_sql on") })
+	// Passwords never reach it.
+	_, _ = ks.Exec("SET PASSWORD FOR 'nobody_ks'@'%' = PASSWORD('pw-never-logged')")
+	mustExec(t, ks, "SELECT 'after the password'")
+	waitFor(t, "the statement after the password in sql.log", func() bool { return fileContains(sqlLog, "after the password") })
+	if fileContains(sqlLog, "pw-never-logged") || !fileContains(sqlLog, "PASSWORD('<redacted>')") {
+		t.Errorf("sql.log: a password in clear, or its statement missing")
+	}
 	if fileContains(sqlLog, "before log_sql on") {
 		t.Errorf("sql.log has a statement from before log_sql on")
 	}
