@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -113,11 +114,24 @@ func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
 // backend (the default node, or for a sharded statement the node of its
 // first sub-table) to learn its parameter and column definitions, which
 // are relayed with keyshard's statement id.
+// maxSessionStmts caps a session's open prepared statements (MariaDB's
+// default max_prepared_stmt_count, which the server applies to all
+// sessions together).
+const maxSessionStmts = 16382
+
 func (s *Session) stmtPrepare(p []byte) error {
 	sql := string(p[1:])
 	info := router.Classify(sql)
 	if s.srv.black.Load().blocked(sql[info.Start:]) {
 		return s.fail(blacklisted(sql))
+	}
+	if len(s.stmts) >= maxSessionStmts {
+		// As MariaDB's max_prepared_stmt_count, for one session: a client
+		// that never closes its statements is stopped before it holds a
+		// backend's worth.
+		return s.fail(&mysql.MyError{Code: mysql.ER_MAX_PREPARED_STMT_COUNT_REACHED, State: "42000",
+			Message: fmt.Sprintf("Can't create more than max_prepared_stmt_count statements (current value: %d): "+
+				"keyshard's limit per session; close the statements no longer used", maxSessionStmts)})
 	}
 	st := &prepared{sql: sql, db: s.vars.DB, kind: info.Kind, read: router.ReadOnly(info), sticky: router.StickyPrepared(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,

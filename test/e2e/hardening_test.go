@@ -142,3 +142,41 @@ func TestFrozenBackend(t *testing.T) {
 		return db.QueryRow("SELECT 1").Scan(&one) == nil && one == 1
 	})
 }
+
+// A session may hold 16382 prepared statements, as MariaDB's default
+// max_prepared_stmt_count; the next PREPARE gets 1461 and the session goes
+// on.
+func TestPreparedStatementCap(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	r, _ := rawLogin(t, p.Addr)
+	_ = r.nc.SetDeadline(time.Now().Add(120 * time.Second))
+	const n = 16383
+	// All sent at once, then every answer read: a COM_STMT_PREPARE of
+	// SELECT 1 answers with an OK, one column definition and an EOF.
+	var batch []byte
+	for range n {
+		pk := append([]byte{0x16}, "SELECT 1"...)
+		batch = append(batch, byte(len(pk)), 0, 0, 0)
+		batch = append(batch, pk...)
+	}
+	go func() { _, _ = r.nc.Write(batch) }()
+	r.anySeq = true
+	for i := range n {
+		p := r.mustRead()
+		if i == n-1 {
+			wantErrPacket(t, p, 1461, "Can't create more than max_prepared_stmt_count statements (current value: 16382)")
+			break
+		}
+		if p[0] != 0x00 {
+			t.Fatalf("PREPARE %d: %q", i+1, p)
+		}
+		r.mustRead() // the column definition
+		r.mustRead() // EOF
+	}
+	// The session goes on.
+	r.seq = 0
+	r.writePacket(append([]byte{0x03}, "SELECT 1"...))
+	if p := r.mustRead(); p[0] == 0xff {
+		t.Fatalf("a query after the cap: %q", p)
+	}
+}
