@@ -199,6 +199,7 @@ func (s *Session) handshake() error {
 	if err != nil {
 		return err
 	}
+	s.loginUser = r.user
 	s.caps = r.caps & (serverCaps | mysql.CLIENT_SSL)
 	ext := r.ext & s.greetExt
 	s.cl.SetCaps(s.caps, ext)

@@ -41,7 +41,7 @@ func newMetrics(s *Server) *Metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{Registry: reg}
 	m.accepted = prometheus.NewCounter(prometheus.CounterOpts{Name: "keyshard_client_connections_accepted_total", Help: "Client connections accepted."})
-	m.rejectedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keyshard_client_connections_rejected_total", Help: "Client connections refused, by reason (host, max_connections, auth)."}, []string{"reason"})
+	m.rejectedVec = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keyshard_client_connections_rejected_total", Help: "Client connections refused, by reason (host, max_connections, unauthenticated_per_host, auth, ...)."}, []string{"reason"})
 	queries := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keyshard_queries_total", Help: "Client commands handled, by command and result."}, []string{"command", "result"})
 	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "keyshard_query_duration_seconds",

@@ -48,12 +48,13 @@ type Server struct {
 	offline      atomic.Bool // admin 'change proxy offline': new connections refused
 	admin        atomic.Pointer[AdminFunc]
 
-	tlsConf   *tls.Config
-	rsaKey    *rsa.PrivateKey
-	rsaPubPEM []byte
-	sha2Cache sync.Map  // user+"\x00"+password -> struct{}: users who passed full auth
-	userConns sync.Map  // user -> *atomic.Int64: open sessions (max_connections of user_list)
-	unauth    hostCount // connections not logged in yet, by client address
+	tlsConf    *tls.Config
+	rsaKey     *rsa.PrivateKey
+	rsaPubPEM  []byte
+	sha2Cache  sync.Map      // user+"\x00"+password -> struct{}: users who passed full auth
+	userConns  sync.Map      // user -> *atomic.Int64: open sessions (max_connections of user_list)
+	unauth     hostCount     // connections not logged in yet, by client address
+	loginFails loginFailures // failed logins, by client address
 
 	baseState *backend.State
 	states    sync.Map          // collation id -> *backend.State
@@ -414,6 +415,13 @@ func (s *Server) handle(nc net.Conn) {
 		if errors.As(err, &pe) || errors.As(err, &be) || isMyError(err) {
 			if pe != nil && pe.kind == errAccessDenied {
 				s.metrics.rejected("auth").Inc()
+				n, delay := s.loginFails.failed(host)
+				if ok, suppressed := s.loginFails.logLine(); ok {
+					s.log.Warn("login failed", zap.String("user", echoName(sess.loginUser)), zap.String("client", host),
+						zap.String("reason", pe.Error()), zap.Int("failures_from_client", n), zap.Duration("answer_delay", delay),
+						zap.Int("not_logged_before", suppressed))
+				}
+				time.Sleep(delay)
 			}
 			sess.writeError(err)
 			_ = sess.pkt.Flush()
@@ -423,6 +431,7 @@ func (s *Server) handle(nc net.Conn) {
 		return
 	}
 	_ = sess.nc.SetDeadline(time.Time{})
+	s.loginFails.succeeded(host)
 	if err := sess.writeOK(0, 0); err != nil || sess.pkt.Flush() != nil {
 		sess.endSession()
 		return

@@ -70,6 +70,7 @@ type Session struct {
 	stmts map[uint32]*prepared // binary-protocol statements by client id
 	// textStmts are PREPAREd statements on sharded tables, by lower-case name.
 	textStmts map[string]*prepared
+	loginUser string // the user name the client sent at login (logged when it fails)
 	nextStmt  uint32
 	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
 

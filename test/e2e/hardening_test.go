@@ -180,3 +180,36 @@ func TestPreparedStatementCap(t *testing.T) {
 		t.Fatalf("a query after the cap: %q", p)
 	}
 }
+
+// Wrong passwords from one address are answered later and later from the
+// third on; a login that succeeds clears the count.
+func TestFailedLoginsSlowed(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	tryLogin := func(pw string) (time.Duration, error) {
+		start := time.Now()
+		db := p.open(t, "ks:"+pw, "", "")
+		err := db.Ping()
+		return time.Since(start), err
+	}
+	var took time.Duration
+	for i := range 4 {
+		d, err := tryLogin("wrong")
+		wantErrContains(t, "a wrong password", err, 1045, "Access denied")
+		if i == 3 {
+			took = d
+		}
+	}
+	// The fourth failure waits 500 ms before its answer.
+	if took < 450*time.Millisecond {
+		t.Fatalf("the fourth wrong password was answered after %s, want at least 500ms", took)
+	}
+	if _, err := tryLogin("ks"); err != nil {
+		t.Fatalf("the right password: %v", err)
+	}
+	if d, _ := tryLogin("wrong"); d > 2*time.Second {
+		t.Fatalf("after a success the count starts again, yet a failure took %s", d)
+	}
+	if got := metricValue(scrape(t, p), `keyshard_client_connections_rejected_total{reason="auth"}`); got != 5 {
+		t.Errorf("rejected logins counted: %v, want 5", got)
+	}
+}

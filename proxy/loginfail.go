@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+)
+
+// Failed logins: each is logged (at most loginLogPerSecond lines a second,
+// the rest counted in the next line), and from the third failure of an
+// address within loginFailWindow its answers come later and later, up to
+// loginMaxDelay: a password guesser that waits for answers is slowed to a
+// crawl, one that opens many connections at once is held by
+// max_unauthenticated_per_host. A login that succeeds clears its
+// address's count.
+const (
+	loginFailWindow   = time.Minute
+	loginFirstDelay   = 250 * time.Millisecond
+	loginMaxDelay     = 5 * time.Second
+	loginLogPerSecond = 10
+)
+
+type loginFailures struct {
+	mu         sync.Mutex
+	byHost     map[string]*hostFailures
+	second     int64 // unix second of the log budget
+	logged     int   // lines logged in that second
+	suppressed int   // lines not logged since the last one that was
+}
+
+type hostFailures struct {
+	n    int
+	last time.Time
+}
+
+// failed counts a failed login from host and returns its failures within
+// the window and how long to wait before answering.
+func (l *loginFailures) failed(host string) (n int, delay time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if l.byHost == nil {
+		l.byHost = map[string]*hostFailures{}
+	}
+	if len(l.byHost) > 10000 {
+		for h, f := range l.byHost {
+			if now.Sub(f.last) > loginFailWindow {
+				delete(l.byHost, h)
+			}
+		}
+	}
+	f := l.byHost[host]
+	if f == nil || now.Sub(f.last) > loginFailWindow {
+		f = &hostFailures{}
+		l.byHost[host] = f
+	}
+	f.n++
+	f.last = now
+	if f.n >= 3 {
+		delay = min(loginFirstDelay<<min(f.n-3, 8), loginMaxDelay)
+	}
+	return f.n, delay
+}
+
+// succeeded clears host's count.
+func (l *loginFailures) succeeded(host string) {
+	l.mu.Lock()
+	delete(l.byHost, host)
+	l.mu.Unlock()
+}
+
+// logLine reports whether a failed login may be logged now, and how many
+// were not logged before it.
+func (l *loginFailures) logLine() (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sec := time.Now().Unix(); sec != l.second {
+		l.second, l.logged = sec, 0
+	}
+	if l.logged >= loginLogPerSecond {
+		l.suppressed++
+		return false, 0
+	}
+	l.logged++
+	suppressed, l.suppressed = l.suppressed, 0
+	return true, suppressed
+}
