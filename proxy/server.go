@@ -313,6 +313,16 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
+// WebAllowed reports whether a request from remote (host:port) may use
+// web_addr: web_allow_ips, else allow_ips, admits it.
+func (s *Server) WebAllowed(remote string) bool {
+	a, err := net.ResolveTCPAddr("tcp", remote)
+	if err != nil {
+		return false
+	}
+	return s.snap.Load().webAllow.allowed(a)
+}
+
 // hostCount counts connections per client address.
 type hostCount struct {
 	mu sync.Mutex

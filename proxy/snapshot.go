@@ -28,6 +28,7 @@ type snapshot struct {
 	// router (and its plan cache) when its rules are unchanged.
 	routeCfgs map[string]router.SchemaConfig
 	allow     *ipFilter
+	webAllow  *ipFilter // web_allow_ips, else allow
 	// rywWindow: after a write, a session's reads stay on the master this
 	// long (read_your_writes: master); 0 with read_your_writes off.
 	rywWindow time.Duration
@@ -42,12 +43,18 @@ func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot) (*snapshot, []
 	if err != nil {
 		return nil, nil, err
 	}
+	webAllow := allow
+	if cfg.WebAllowIPs != "" {
+		if webAllow, err = parseAllowIPs(cfg.WebAllowIPs); err != nil {
+			return nil, nil, err
+		}
+	}
 
 	routes, routeCfgs, err := buildRoutes(cfg, old)
 	if err != nil {
 		return nil, nil, err
 	}
-	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, nodes: map[string]*backend.Node{}}
+	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, webAllow: webAllow, nodes: map[string]*backend.Node{}}
 	if cfg.ReadYourWrites == "master" {
 		snap.rywWindow = cfg.ReadYourWritesWindow.D()
 	}

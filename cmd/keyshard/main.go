@@ -106,7 +106,7 @@ func run(args []string) int {
 		if addr == cfg.WebAddr {
 			admin.REST(h, srv)
 		}
-		hs := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		hs := &http.Server{Addr: addr, Handler: admin.Guard(srv.WebAllowed, h), ReadHeaderTimeout: 10 * time.Second}
 		hl, err := net.Listen("tcp", addr)
 		if err != nil {
 			log.Error("cannot listen (admin http)", zap.String("addr", addr), zap.Error(err))

@@ -42,3 +42,16 @@ func Handler(reg *prometheus.Registry, health func() error) *http.ServeMux {
 	})
 	return mux
 }
+
+// Guard admits to h only the requests from addresses allowed (web_allow_ips,
+// else allow_ips); the others get 403 before anything else, credentials
+// and REST changes included.
+func Guard(allowed func(remote string) bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed(r.RemoteAddr) {
+			http.Error(w, "keyshard: this address may not use the web port (web_allow_ips, else allow_ips)", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -12,17 +12,20 @@ import (
 // Config is one ks.yaml. After Parse it is an immutable snapshot.
 type Config struct {
 	// kingshard keys
-	Addr             string         `yaml:"addr"`
-	PrometheusAddr   string         `yaml:"prometheus_addr"`
-	UserList         []UserConfig   `yaml:"user_list"`
-	WebAddr          string         `yaml:"web_addr"`
-	WebUser          string         `yaml:"web_user"`
-	WebPassword      string         `yaml:"web_password"`
-	LogPath          string         `yaml:"log_path"`
-	LogLevel         string         `yaml:"log_level"`     // debug|info|warn|error, default info
-	LogSQL           string         `yaml:"log_sql"`       // on|off, default off
-	SlowLogTime      int            `yaml:"slow_log_time"` // ms, 0 = off
-	AllowIPs         string         `yaml:"allow_ips"`     // comma-separated IPs and CIDRs
+	Addr           string       `yaml:"addr"`
+	PrometheusAddr string       `yaml:"prometheus_addr"`
+	UserList       []UserConfig `yaml:"user_list"`
+	WebAddr        string       `yaml:"web_addr"`
+	WebUser        string       `yaml:"web_user"`
+	WebPassword    string       `yaml:"web_password"`
+	LogPath        string       `yaml:"log_path"`
+	LogLevel       string       `yaml:"log_level"`     // debug|info|warn|error, default info
+	LogSQL         string       `yaml:"log_sql"`       // on|off, default off
+	SlowLogTime    int          `yaml:"slow_log_time"` // ms, 0 = off
+	AllowIPs       string       `yaml:"allow_ips"`     // comma-separated IPs and CIDRs
+	// WebAllowIPs: who may reach web_addr (REST, /metrics, pprof,
+	// /healthz); empty: allow_ips.
+	WebAllowIPs      string         `yaml:"web_allow_ips"`
 	BlacklistSQLFile string         `yaml:"blacklist_sql_file"`
 	ProxyCharset     string         `yaml:"proxy_charset"` // default utf8mb4
 	Nodes            []NodeConfig   `yaml:"nodes"`

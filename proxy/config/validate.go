@@ -183,6 +183,9 @@ func (c *Config) validateTop(p *problems) {
 	if !oneOf(strings.ToLower(c.LogSQL), "", "on", "off") {
 		p.add(at("log_sql"), "log_sql", "want on or off, got %q", c.LogSQL)
 	}
+	if err := checkAllowIPs(c.WebAllowIPs); err != nil {
+		p.add(at("web_allow_ips"), "web_allow_ips", "%v", err)
+	}
 	if err := checkAllowIPs(c.AllowIPs); err != nil {
 		p.add(at("allow_ips"), "allow_ips", "%v", err)
 	}

@@ -396,7 +396,10 @@ func rest(t *testing.T, p *testProxy, method, path, body string, auth bool, out 
 }
 
 func TestREST(t *testing.T) {
-	p := startProxy(t, baseYAML("%ADDR%")+"web_user: admin\nweb_password: webpw\n")
+	// web_allow_ips keeps the web port open while allow_ips is edited (else
+	// allow_ips would rule it too, and a removed address could not put
+	// itself back).
+	p := startProxy(t, baseYAML("%ADDR%")+"web_user: admin\nweb_password: webpw\nweb_allow_ips: 127.0.0.1\n")
 	if code := rest(t, p, "GET", "/api/v1/proxy/status", "", false, nil); code != 401 {
 		t.Fatalf("no auth: %d, want 401", code)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/binary"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -211,5 +212,42 @@ func TestFailedLoginsSlowed(t *testing.T) {
 	}
 	if got := metricValue(scrape(t, p), `keyshard_client_connections_rejected_total{reason="auth"}`); got != 5 {
 		t.Errorf("rejected logins counted: %v, want 5", got)
+	}
+}
+
+// The web port admits the addresses of web_allow_ips (else allow_ips)
+// only: a refused address gets 403 on /metrics and on the REST API, whose
+// allow_ips changes it therefore cannot use to let itself in.
+func TestWebAllowIPs(t *testing.T) {
+	get := func(p *testProxy, path string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", p.Web+path, nil)
+		req.SetBasicAuth("admin", "webpw")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	web := "web_user: admin\nweb_password: webpw\n"
+	p := startProxy(t, baseYAML("%ADDR%")+web+"web_allow_ips: 10.0.0.0/8\n")
+	for _, path := range []string{"/metrics", "/api/v1/proxy/allow_ips", "/debug/pprof/", "/healthz"} {
+		if code := get(p, path); code != http.StatusForbidden {
+			t.Errorf("GET %s from 127.0.0.1, not in web_allow_ips: %d, want 403", path, code)
+		}
+	}
+	// The SQL port follows allow_ips (empty: everyone).
+	if got := queryCol(t, p.open(t, "ks:ks", "", ""), "SELECT 1"); len(got) != 1 {
+		t.Fatalf("SQL from 127.0.0.1: %v", got)
+	}
+	// Without web_allow_ips, allow_ips rules the web port too.
+	p = startProxy(t, baseYAML("%ADDR%")+web+"allow_ips: 127.0.0.1\n")
+	if code := get(p, "/metrics"); code != http.StatusOK {
+		t.Errorf("GET /metrics from 127.0.0.1, in allow_ips: %d, want 200", code)
+	}
+	p = startProxy(t, baseYAML("%ADDR%")+web+"allow_ips: 10.1.2.3\n")
+	if code := get(p, "/metrics"); code != http.StatusForbidden {
+		t.Errorf("GET /metrics from 127.0.0.1, not in allow_ips: %d, want 403", code)
 	}
 }

@@ -143,7 +143,7 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 	srv.SetAdmin(admin.SQL(srv))
 	mux := admin.Handler(srv.Metrics().Registry, func() error { return nil })
 	admin.REST(mux, srv)
-	web := httptest.NewServer(mux)
+	web := httptest.NewServer(admin.Guard(srv.WebAllowed, mux))
 	t.Cleanup(web.Close)
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ln); close(done) }()
