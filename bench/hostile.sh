@@ -20,25 +20,11 @@ fi
 scripts/backends.sh install >/dev/null
 scripts/backends.sh up 1 23400 >&2
 ulimit -n 8192 || true
-cat >"$WORK/ks-old.yaml" <<YAML
-addr: 127.0.0.1:23495
-web_addr: 127.0.0.1:23494
-log_level: warn
-max_connections: 0
-user_list:
-  - user: ks
-    password: ks
-nodes:
-  - name: node1
-    user: ks
-    password: ks
-    master: 127.0.0.1:23400
-    max_conns_limit: 64
-schema_list:
-  - user: ks
-    nodes: [node1]
-    default: node1
-YAML
+{
+	one_node_yaml 127.0.0.1:23495
+	echo "web_addr: 127.0.0.1:23494"
+	echo "max_connections: 0"
+} >"$WORK/ks-old.yaml"
 {
 	cat "$WORK/ks-old.yaml"
 	echo "max_unauthenticated_per_host: 0"

@@ -1,9 +1,8 @@
 # bench/lib.sh: shared by bench/loaddata.sh and bench/xa.sh (sourced).
 
-# two_node_yaml ADDR DB TABLE: a keyshard config on ADDR with user ks on the
-# bench backends 127.0.0.1:23400 (node1) and :23401 (node2), DB.TABLE
-# hash-sharded on id over 2 x 4 sub-tables.
-two_node_yaml() {
+# bench_users_node1 ADDR: a keyshard config's start on ADDR: user ks, and
+# node1 on the bench backend 127.0.0.1:23400 (nodes: continues).
+bench_users_node1() {
 	cat <<YAML
 addr: $1
 log_level: warn
@@ -16,6 +15,26 @@ nodes:
     password: ks
     master: 127.0.0.1:23400
     max_conns_limit: 32
+YAML
+}
+
+# one_node_yaml ADDR: a keyshard config on ADDR with user ks on node1 only.
+one_node_yaml() {
+	bench_users_node1 "$1"
+	cat <<YAML
+schema_list:
+  - user: ks
+    nodes: [node1]
+    default: node1
+YAML
+}
+
+# two_node_yaml ADDR DB TABLE: a keyshard config on ADDR with user ks on the
+# bench backends 127.0.0.1:23400 (node1) and :23401 (node2), DB.TABLE
+# hash-sharded on id over 2 x 4 sub-tables.
+two_node_yaml() {
+	bench_users_node1 "$1"
+	cat <<YAML
   - name: node2
     user: ks
     password: ks
