@@ -370,6 +370,9 @@ func (s *Session) query(p []byte) error {
 	if s.srv.black.Load().blocked(sql[info.Start:]) {
 		return s.fail(blacklisted(sql))
 	}
+	if err := s.mayAdminister(sql, info); err != nil {
+		return s.fail(err)
+	}
 	if s.lease.Tracking() && router.Writes(info) {
 		defer s.lease.MarkWrite()
 	}
@@ -711,4 +714,22 @@ func collationNames(id uint8) (cs, coll string) {
 // CONNECTION_ID() answer for the session.
 func (s *Session) sessionValues() router.SessionValues {
 	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.id}
+}
+
+// mayAdminister refuses, with 1227, a server-administration statement
+// (router.ServerAdmin) from a user that is not server_admin in its
+// user_list entry nor an admin user (root, admin_users): every proxy user
+// runs on the shared backend account, whose rights are the server's.
+func (s *Session) mayAdminister(sql string, info router.Info) error {
+	class := s.getParser().ServerAdmin(sql, info)
+	if class == "" {
+		return nil
+	}
+	cfg := s.snap.cfg
+	if uc, ok := cfg.UserPassword(s.user); cfg.IsAdmin(s.user) || ok && uc.ServerAdmin {
+		return nil
+	}
+	return &mysql.MyError{Code: mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, State: "42000",
+		Message: "Access denied; you need (at least one of) the server_admin privilege(s) for this operation: keyshard user " +
+			s.user + " may not run " + class + " (server_admin: true in its user_list entry allows it)"}
 }

@@ -125,6 +125,9 @@ func (s *Session) stmtPrepare(p []byte) error {
 	if s.srv.black.Load().blocked(sql[info.Start:]) {
 		return s.fail(blacklisted(sql))
 	}
+	if err := s.mayAdminister(sql, info); err != nil {
+		return s.fail(err)
+	}
 	if len(s.stmts) >= maxSessionStmts {
 		// As MariaDB's max_prepared_stmt_count, for one session: a client
 		// that never closes its statements is stopped before it holds a

@@ -97,6 +97,10 @@ type UserConfig struct {
 	AuthPlugin string `yaml:"auth_plugin"`
 	// RWSplit false keeps all of this user's reads on the masters.
 	RWSplit *bool `yaml:"rw_split"`
+	// ServerAdmin lets this user run server-administration statements
+	// (SHUTDOWN, SET GLOBAL, GRANT, CREATE USER, INSTALL PLUGIN,
+	// server-side file access); others get 1227. Admin users have it.
+	ServerAdmin bool `yaml:"server_admin"`
 	// MaxConnections caps this user's open sessions (0 = no cap).
 	MaxConnections int `yaml:"max_connections"`
 

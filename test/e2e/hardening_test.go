@@ -67,6 +67,11 @@ func TestHostilePreAuth(t *testing.T) {
 	}
 }
 
+// serverAdmin is yaml with server_admin: true for user ks.
+func serverAdmin(yaml string) string {
+	return strings.Replace(yaml, "  - user: ks\n    password: ks\n", "  - user: ks\n    password: ks\n    server_admin: true\n", 1)
+}
+
 // wantErrPacket fails unless p is an ERR packet with errno code whose
 // message contains substr.
 func wantErrPacket(t *testing.T, p []byte, code uint16, substr string) {
@@ -250,4 +255,42 @@ func TestWebAllowIPs(t *testing.T) {
 	if code := get(p, "/metrics"); code != http.StatusForbidden {
 		t.Errorf("GET /metrics from 127.0.0.1, not in allow_ips: %d, want 403", code)
 	}
+}
+
+// A proxy user runs no server administration on the shared backend
+// account unless its user_list entry says server_admin: true.
+func TestServerAdminPolicy(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	db := p.open(t, "ks:ks", "ks_test", "")
+	for _, q := range []string{
+		"SHUTDOWN",
+		"/*!50000 SHUTDOWN */",
+		"SET GLOBAL max_connections = 1000",
+		"GRANT SELECT ON *.* TO 'ks'@'%'",
+		"CREATE USER 'ks_evil'@'%' IDENTIFIED BY 'x'",
+		"SET PASSWORD = PASSWORD('changed')",
+		"INSTALL SONAME 'ha_blackhole'",
+		"SELECT 1 INTO OUTFILE '/tmp/ks_outfile_test'",
+		"LOAD DATA INFILE '/etc/hostname' INTO TABLE t",
+		"SELECT 1; SET GLOBAL max_connections = 1000",
+		"PREPARE s FROM 'SET GLOBAL max_connections = 1000'",
+		"EXECUTE IMMEDIATE 'SHUTDOWN'",
+	} {
+		_, err := db.Exec(q)
+		wantErrContains(t, q, err, 1227, "may not run")
+	}
+	if _, err := db.Prepare("SET GLOBAL max_connections = 1000"); err == nil || !strings.Contains(err.Error(), "1227") {
+		t.Errorf("prepared SET GLOBAL: %v, want 1227", err)
+	}
+	// The backend is up, the session goes on.
+	if got := queryCol(t, db, "SELECT 1"); len(got) != 1 {
+		t.Fatalf("after the refusals: %v", got)
+	}
+	// server_admin: true lets a user.
+	admin := startProxy(t, serverAdmin(baseYAML("%ADDR%"))).open(t, "ks:ks", "ks_test", "")
+	var cur string
+	if err := admin.QueryRow("SELECT @@global.max_connections").Scan(&cur); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, admin, "SET GLOBAL max_connections = "+cur)
 }

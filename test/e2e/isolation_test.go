@@ -448,7 +448,7 @@ func TestGlobalsReachPooledConnections(t *testing.T) {
 		mustExec(t, root, "SET GLOBAL div_precision_increment = 4")
 		mustExec(t, root, "SET GLOBAL autocommit = 1")
 	})
-	p := startProxy(t, strings.Replace(baseYAML("%ADDR%"), "max_conns_limit: 16", "max_conns_limit: 2", 1))
+	p := startProxy(t, serverAdmin(strings.Replace(baseYAML("%ADDR%"), "max_conns_limit: 16", "max_conns_limit: 2", 1)))
 	first := p.open(t, "ks:ks", "ks_test", "")
 	var before int
 	if err := first.QueryRow("SELECT @@div_precision_increment").Scan(&before); err != nil || before != 4 {

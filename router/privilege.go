@@ -1,0 +1,152 @@
+package router
+
+import (
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// ServerAdmin says which server-administration class sql belongs to ("" for
+// none): statements that act on the server rather than on data, which
+// keyshard refuses to users not marked server_admin, since every proxy
+// user shares the backend account. info is sql's classification. Each
+// statement of a batch counts, executable comments are read as the server
+// reads them, and the text of PREPARE ... FROM is looked at too. Statements
+// that cannot be one skip the parse: this costs nothing on the hot path.
+func (p *Parser) ServerAdmin(sql string, info Info) string {
+	switch info.Kind {
+	case KindInsert, KindUpdate, KindDelete, KindReplace, KindBegin, KindCommit, KindRollback, KindUse, KindCall:
+		if info.Flags&FlagMulti == 0 {
+			return ""
+		}
+	case KindSelect:
+		if info.Flags&FlagMulti == 0 && !hasFile(sql) {
+			return "" // only INTO OUTFILE / DUMPFILE would be
+		}
+	}
+	stmts, err := p.Parse(sql)
+	if err != nil {
+		return lexicalAdmin(sql)
+	}
+	for _, st := range stmts {
+		if c := p.adminClass(st); c != "" {
+			return c
+		}
+	}
+	return ""
+}
+
+func (p *Parser) adminClass(st ast.StmtNode) string {
+	switch x := st.(type) {
+	case *ast.ShutdownStmt, *ast.RestartStmt:
+		return "SHUTDOWN"
+	case *ast.GrantStmt, *ast.GrantRoleStmt, *ast.GrantProxyStmt, *ast.RevokeStmt, *ast.RevokeRoleStmt:
+		return "GRANT/REVOKE"
+	case *ast.CreateUserStmt, *ast.AlterUserStmt, *ast.DropUserStmt, *ast.RenameUserStmt, *ast.SetPwdStmt:
+		return "account management (CREATE/ALTER/DROP/RENAME USER, SET PASSWORD)"
+	case *ast.AlterInstanceStmt:
+		return "ALTER INSTANCE"
+	case *ast.SetStmt:
+		for _, v := range x.Variables {
+			if v.IsGlobal {
+				return "SET GLOBAL"
+			}
+		}
+	case *ast.LoadDataStmt:
+		if x.FileLocRef != ast.FileLocClient {
+			return "server-side files (LOAD DATA INFILE without LOCAL)"
+		}
+	case *ast.PrepareStmt:
+		if x.SQLText != "" {
+			return p.ServerAdmin(x.SQLText, Classify(x.SQLText))
+		}
+	}
+	v := &intoFile{}
+	st.Accept(v)
+	if v.found {
+		return "server-side files (SELECT ... INTO OUTFILE/DUMPFILE)"
+	}
+	return ""
+}
+
+type intoFile struct{ found bool }
+
+func (v *intoFile) Enter(n ast.Node) (ast.Node, bool) {
+	if s, ok := n.(*ast.SelectStmt); ok && s.SelectIntoOpt != nil && s.SelectIntoOpt.Tp != ast.SelectIntoVars {
+		v.found = true
+	}
+	return n, v.found
+}
+func (v *intoFile) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// lexicalAdmin is ServerAdmin for text the parser cannot read (MariaDB's
+// own syntax): each statement's first words, executable comments opened.
+func lexicalAdmin(sql string) string {
+	for _, st := range splitStatements(sql) {
+		st = openExecutableComments(st)
+		f := strings.Fields(strings.ToLower(st[Classify(st).Start:]))
+		if len(f) == 0 {
+			continue
+		}
+		for _, w := range f {
+			if w == "outfile" || w == "dumpfile" {
+				return "server-side files (SELECT ... INTO OUTFILE/DUMPFILE)"
+			}
+		}
+		switch f[0] {
+		case "shutdown", "restart":
+			return "SHUTDOWN"
+		case "grant", "revoke":
+			return "GRANT/REVOKE"
+		case "install", "uninstall":
+			return "plugin installation (INSTALL/UNINSTALL PLUGIN/SONAME)"
+		case "create", "alter", "drop", "rename":
+			if len(f) > 1 && (f[1] == "user" || f[1] == "role") || len(f) > 3 && f[1] == "or" && f[3] == "user" {
+				return "account management (CREATE/ALTER/DROP/RENAME USER, SET PASSWORD)"
+			}
+		case "set":
+			if len(f) > 1 && (f[1] == "global" || f[1] == "password" || strings.HasPrefix(f[1], "@@global.")) {
+				return "SET GLOBAL / SET PASSWORD"
+			}
+		case "execute":
+			// EXECUTE IMMEDIATE 'text': the text is a string; look into it.
+			if len(f) > 2 && f[1] == "immediate" {
+				if c := lexicalAdmin(strings.Trim(strings.Join(strings.Fields(st)[2:], " "), "'\"")); c != "" {
+					return c
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// openExecutableComments drops the /*! and /*!NNNNN openers and their */,
+// so that what the server would run is read as such.
+func openExecutableComments(s string) string {
+	for {
+		i := strings.Index(s, "/*!")
+		if i < 0 {
+			return s
+		}
+		j := i + 3
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		rest := s[j:]
+		if k := strings.Index(rest, "*/"); k >= 0 {
+			rest = rest[:k] + rest[k+2:]
+		}
+		s = s[:i] + " " + rest
+	}
+}
+
+// hasFile reports whether "file" appears in s, in any case: one pass, as
+// every SELECT pays it.
+func hasFile(s string) bool {
+	for i := 0; i+3 < len(s); i++ {
+		if s[i]|0x20 == 'f' && s[i+1]|0x20 == 'i' && s[i+2]|0x20 == 'l' && s[i+3]|0x20 == 'e' {
+			return true
+		}
+	}
+	return false
+}
