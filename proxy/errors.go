@@ -18,6 +18,7 @@ type errKind int
 const (
 	errAccessDenied errKind = iota + 1
 	errHostNotAllowed
+	errHostBlocked
 	errTooManyConnections
 	errUnknownCommand
 	errMalformedPacket
@@ -51,6 +52,7 @@ func newErr(kind errKind, format string, args ...any) *Error {
 var proxyCodes = map[errKind]uint16{
 	errAccessDenied:       mysql.ER_ACCESS_DENIED_ERROR,
 	errHostNotAllowed:     mysql.ER_HOST_NOT_PRIVILEGED,
+	errHostBlocked:        mysql.ER_HOST_IS_BLOCKED,
 	errTooManyConnections: mysql.ER_CON_COUNT_ERROR,
 	errUnknownCommand:     mysql.ER_UNKNOWN_COM_ERROR,
 	errMalformedPacket:    mysql.ER_MALFORMED_PACKET,

@@ -28,13 +28,15 @@ type loginFailures struct {
 }
 
 type hostFailures struct {
-	n    int
-	last time.Time
+	n      int
+	last   time.Time
+	locked time.Time // refused until then (login_lockout_failures)
 }
 
 // failed counts a failed login from host and returns its failures within
-// the window and how long to wait before answering.
-func (l *loginFailures) failed(host string) (n int, delay time.Duration) {
+// the window and how long to wait before answering. With lockAfter > 0, the
+// lockAfter-th failure locks host out for lockFor.
+func (l *loginFailures) failed(host string, lockAfter int, lockFor time.Duration) (n int, delay time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -43,22 +45,37 @@ func (l *loginFailures) failed(host string) (n int, delay time.Duration) {
 	}
 	if len(l.byHost) > 10000 {
 		for h, f := range l.byHost {
-			if now.Sub(f.last) > loginFailWindow {
+			if now.Sub(f.last) > loginFailWindow && now.After(f.locked) {
 				delete(l.byHost, h)
 			}
 		}
 	}
 	f := l.byHost[host]
-	if f == nil || now.Sub(f.last) > loginFailWindow {
+	if f == nil || now.Sub(f.last) > loginFailWindow && now.After(f.locked) {
 		f = &hostFailures{}
 		l.byHost[host] = f
 	}
 	f.n++
 	f.last = now
+	if lockAfter > 0 && f.n >= lockAfter {
+		f.locked = now.Add(lockFor)
+	}
 	if f.n >= 3 {
 		delay = min(loginFirstDelay<<min(f.n-3, 8), loginMaxDelay)
 	}
 	return f.n, delay
+}
+
+// lockedFor returns how long host is still locked out (0: not).
+func (l *loginFailures) lockedFor(host string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f := l.byHost[host]; f != nil {
+		if d := time.Until(f.locked); d > 0 {
+			return d
+		}
+	}
+	return 0
 }
 
 // succeeded clears host's count.

@@ -9,7 +9,7 @@ func TestLoginFailures(t *testing.T) {
 	var l loginFailures
 	var delays []time.Duration
 	for range 12 {
-		_, d := l.failed("10.0.0.1")
+		_, d := l.failed("10.0.0.1", 0, 0)
 		delays = append(delays, d)
 	}
 	want := []time.Duration{0, 0, 250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second}
@@ -22,17 +22,29 @@ func TestLoginFailures(t *testing.T) {
 		t.Errorf("failure 12: delay %s, want the cap %s", delays[11], loginMaxDelay)
 	}
 	// Another address is not slowed; a success clears the count.
-	if n, d := l.failed("10.0.0.2"); n != 1 || d != 0 {
+	if n, d := l.failed("10.0.0.2", 0, 0); n != 1 || d != 0 {
 		t.Errorf("another address: %d failures, delay %s", n, d)
 	}
 	l.succeeded("10.0.0.1")
-	if n, d := l.failed("10.0.0.1"); n != 1 || d != 0 {
+	if n, d := l.failed("10.0.0.1", 0, 0); n != 1 || d != 0 {
 		t.Errorf("after a success: %d failures, delay %s", n, d)
 	}
 	// Old failures no longer count.
 	l.byHost["10.0.0.1"].n, l.byHost["10.0.0.1"].last = 9, time.Now().Add(-2*loginFailWindow)
-	if n, _ := l.failed("10.0.0.1"); n != 1 {
+	if n, _ := l.failed("10.0.0.1", 0, 0); n != 1 {
 		t.Errorf("after the window: %d failures, want 1", n)
+	}
+	// The lockAfter-th failure locks the address out.
+	var k loginFailures
+	for range 2 {
+		k.failed("10.0.0.3", 3, time.Minute)
+	}
+	if d := k.lockedFor("10.0.0.3"); d != 0 {
+		t.Errorf("locked after 2 failures (lock after 3): %s", d)
+	}
+	k.failed("10.0.0.3", 3, time.Minute)
+	if d := k.lockedFor("10.0.0.3"); d <= 0 || d > time.Minute {
+		t.Errorf("after the 3rd failure: locked for %s, want up to 1m", d)
 	}
 	// At most loginLogPerSecond lines a second; the next says how many
 	// were not logged.

@@ -406,6 +406,13 @@ func (s *Server) handle(nc net.Conn) {
 		_ = sess.pkt.Flush()
 		return
 	}
+	if d := s.loginFails.lockedFor(host); d > 0 {
+		s.metrics.rejected("locked_out").Inc()
+		sess.writeError(newErr(errHostBlocked, "Host '%s' is blocked after %d failed logins (login_lockout_failures); retry in %s",
+			host, cfg.LoginLockoutFailures, d.Round(time.Second)))
+		_ = sess.pkt.Flush()
+		return
+	}
 	if !s.unauth.enter(host, cfg.MaxUnauthPerHost) {
 		s.metrics.rejected("unauthenticated_per_host").Inc()
 		sess.writeError(newErr(errTooManyConnections, "Too many connections from %s still logging in (max_unauthenticated_per_host %d)",
@@ -425,7 +432,7 @@ func (s *Server) handle(nc net.Conn) {
 		if errors.As(err, &pe) || errors.As(err, &be) || isMyError(err) {
 			if pe != nil && pe.kind == errAccessDenied {
 				s.metrics.rejected("auth").Inc()
-				n, delay := s.loginFails.failed(host)
+				n, delay := s.loginFails.failed(host, cfg.LoginLockoutFailures, cfg.LoginLockoutTime.D())
 				if ok, suppressed := s.loginFails.logLine(); ok {
 					s.log.Warn("login failed", zap.String("user", echoName(sess.loginUser)), zap.String("client", host),
 						zap.String("reason", pe.Error()), zap.Int("failures_from_client", n), zap.Duration("answer_delay", delay),

@@ -35,18 +35,23 @@ type Config struct {
 	MaxConnections int `yaml:"max_connections"` // default 4096; 0 = unlimited; ER_CON_COUNT_ERROR past it
 	// MaxUnauthPerHost caps one client address's connections that have
 	// not logged in yet (default 32; 0 = no cap).
-	MaxUnauthPerHost   int      `yaml:"max_unauthenticated_per_host"`
-	MaxProcs           int      `yaml:"max_procs"`            // GOMAXPROCS; 0 = GOMAXPROCS env or half the CPUs
-	TCPNoDelay         *bool    `yaml:"tcp_nodelay"`          // client side; default true
-	BackendTCPNoDelay  *bool    `yaml:"backend_tcp_nodelay"`  // default true
-	ClientWriteBuffer  int      `yaml:"client_write_buffer"`  // bytes, default 16384
-	BackendWriteBuffer int      `yaml:"backend_write_buffer"` // bytes, default 16384
-	ReadBuffer         int      `yaml:"read_buffer"`          // bytes, default 16384
-	PoolWaitTimeout    Duration `yaml:"pool_wait_timeout"`    // default 5s
-	PoolIdleTimeout    Duration `yaml:"pool_idle_timeout"`    // default 60s
-	PoolMaxLifetime    Duration `yaml:"pool_max_lifetime"`    // default 1h
-	PoolMinIdle        int      `yaml:"pool_min_idle"`        // warm set per node; omitted = 2; capped per node at max_conns_limit
-	ConnectTimeout     Duration `yaml:"connect_timeout"`      // backend dial+handshake, default 3s
+	MaxUnauthPerHost int `yaml:"max_unauthenticated_per_host"`
+	// LoginLockoutFailures: an address with this many failed logins
+	// within a minute is refused for login_lockout_time (0: never, the
+	// default); failures are slowed and logged regardless.
+	LoginLockoutFailures int      `yaml:"login_lockout_failures"`
+	LoginLockoutTime     Duration `yaml:"login_lockout_time"`   // default 5m
+	MaxProcs             int      `yaml:"max_procs"`            // GOMAXPROCS; 0 = GOMAXPROCS env or half the CPUs
+	TCPNoDelay           *bool    `yaml:"tcp_nodelay"`          // client side; default true
+	BackendTCPNoDelay    *bool    `yaml:"backend_tcp_nodelay"`  // default true
+	ClientWriteBuffer    int      `yaml:"client_write_buffer"`  // bytes, default 16384
+	BackendWriteBuffer   int      `yaml:"backend_write_buffer"` // bytes, default 16384
+	ReadBuffer           int      `yaml:"read_buffer"`          // bytes, default 16384
+	PoolWaitTimeout      Duration `yaml:"pool_wait_timeout"`    // default 5s
+	PoolIdleTimeout      Duration `yaml:"pool_idle_timeout"`    // default 60s
+	PoolMaxLifetime      Duration `yaml:"pool_max_lifetime"`    // default 1h
+	PoolMinIdle          int      `yaml:"pool_min_idle"`        // warm set per node; omitted = 2; capped per node at max_conns_limit
+	ConnectTimeout       Duration `yaml:"connect_timeout"`      // backend dial+handshake, default 3s
 	// BackendSilence: a statement's backend that sends nothing for this
 	// long is checked for life (a new connection must log in within
 	// connect_timeout); a frozen one fails the statement. Default 5s;

@@ -121,6 +121,7 @@ func (c *Config) ApplyDefaults() {
 	str(&c.XALogDB, defaultXALogDB)
 	omitted(&c.MaxConnections, "max_connections", defaultMaxConnections)
 	omitted(&c.MaxUnauthPerHost, "max_unauthenticated_per_host", defaultMaxUnauthPerHost)
+	dur(&c.LoginLockoutTime, 5*time.Minute)
 	dur(&c.XARecoverInterval, defaultXARecover)
 	dur(&c.XAPreparedTimeout, defaultXATimeout)
 	if c.XALogNode == "" && len(c.SchemaList) > 0 {
@@ -193,7 +194,7 @@ func (c *Config) validateTop(p *problems) {
 		key string
 		val int
 	}{
-		{"slow_log_time", c.SlowLogTime}, {"max_connections", c.MaxConnections}, {"max_unauthenticated_per_host", c.MaxUnauthPerHost}, {"max_procs", c.MaxProcs},
+		{"slow_log_time", c.SlowLogTime}, {"max_connections", c.MaxConnections}, {"max_unauthenticated_per_host", c.MaxUnauthPerHost}, {"login_lockout_failures", c.LoginLockoutFailures}, {"max_procs", c.MaxProcs},
 		{"client_write_buffer", c.ClientWriteBuffer}, {"backend_write_buffer", c.BackendWriteBuffer},
 		{"read_buffer", c.ReadBuffer}, {"pool_min_idle", c.PoolMinIdle},
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
@@ -210,6 +211,7 @@ func (c *Config) validateTop(p *problems) {
 	}{
 		{"pool_wait_timeout", c.PoolWaitTimeout}, {"pool_idle_timeout", c.PoolIdleTimeout},
 		{"pool_max_lifetime", c.PoolMaxLifetime}, {"connect_timeout", c.ConnectTimeout}, {"backend_silence", c.BackendSilence},
+		{"login_lockout_time", c.LoginLockoutTime},
 		{"health_check_interval", c.HealthCheckInterval}, {"health_check_timeout", c.HealthCheckTimeout},
 		{"read_your_writes_window", c.ReadYourWritesWindow},
 		{"shutdown_timeout", c.ShutdownTimeout},

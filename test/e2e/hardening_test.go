@@ -294,3 +294,16 @@ func TestServerAdminPolicy(t *testing.T) {
 	}
 	mustExec(t, admin, "SET GLOBAL max_connections = "+cur)
 }
+
+// With login_lockout_failures, an address that failed that many logins
+// within a minute is refused (1129) for login_lockout_time, even with the
+// right password, then served again.
+func TestLoginLockout(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%")+"login_lockout_failures: 3\nlogin_lockout_time: 2s\n")
+	for range 3 {
+		wantErrContains(t, "a wrong password", p.open(t, "ks:wrong", "", "").Ping(), 1045, "Access denied")
+	}
+	wantErrContains(t, "the right password from a locked-out address", p.open(t, "ks:ks", "", "").Ping(), 1129,
+		"is blocked after 3 failed logins (login_lockout_failures)")
+	waitFor(t, "the lockout to end", func() bool { return p.open(t, "ks:ks", "", "").Ping() == nil })
+}
