@@ -721,6 +721,9 @@ func (s *Session) sessionValues() router.SessionValues {
 // user_list entry nor an admin user (root, admin_users): every proxy user
 // runs on the shared backend account, whose rights are the server's.
 func (s *Session) mayAdminister(sql string, info router.Info) error {
+	if !router.MaybeServerAdmin(sql, info) {
+		return nil // the common statements: no parser made for them
+	}
 	class := s.getParser().ServerAdmin(sql, info)
 	if class == "" {
 		return nil

@@ -68,16 +68,7 @@ func checkRule(ctx context.Context, nodes map[string]*backend.Node, t *router.Ta
 		for j, i := range idx {
 			names[j] = out[i].SubTable
 		}
-		bc, err := nd.Master.Get(ctx, backend.DefaultFlavor)
-		if err != nil {
-			return nil, err
-		}
-		_ = bc.SetDeadline(time.Now().Add(checkTimeout))
-		res, err := bc.Exec(fmt.Sprintf(subTableSQL, backend.Quote(t.DB), quoteList(names)))
-		if err != nil || bc.SetDeadline(time.Time{}) != nil {
-			bc.MarkBroken()
-		}
-		nd.Master.Put(bc)
+		res, err := checkExec(ctx, nd, fmt.Sprintf(subTableSQL, backend.Quote(t.DB), quoteList(names)))
 		if err != nil {
 			return nil, fmt.Errorf("keyshard: reading the sub-tables of %s.%s on node %s: %w", t.DB, t.Table, node, err)
 		}
@@ -98,6 +89,21 @@ func checkRule(ctx context.Context, nodes map[string]*backend.Node, t *router.Ta
 	return out, nil
 }
 
+// checkExec runs a check's query on node nd's master, within checkTimeout.
+func checkExec(ctx context.Context, nd *backend.Node, q string) (*backend.Result, error) {
+	bc, err := nd.Master.Get(ctx, backend.DefaultFlavor)
+	if err != nil {
+		return nil, err
+	}
+	_ = bc.SetDeadline(time.Now().Add(checkTimeout))
+	res, err := bc.Exec(q)
+	if err != nil || bc.SetDeadline(time.Time{}) != nil {
+		bc.MarkBroken()
+	}
+	nd.Master.Put(bc)
+	return res, err
+}
+
 // checksumCopies compares the rows of each copy of global table t with
 // the first copy's, by CHECKSUM TABLE (a full read of each copy).
 func checksumCopies(ctx context.Context, nodes map[string]*backend.Node, t *router.TableRule, rows []SubTableCheck) error {
@@ -107,16 +113,7 @@ func checksumCopies(ctx context.Context, nodes map[string]*backend.Node, t *rout
 		if !r.Exists {
 			continue
 		}
-		bc, err := nodes[r.Node].Master.Get(ctx, backend.DefaultFlavor)
-		if err != nil {
-			return err
-		}
-		_ = bc.SetDeadline(time.Now().Add(checkTimeout))
-		res, err := bc.Exec("CHECKSUM TABLE " + quoteName(t.DB) + "." + quoteName(t.Table))
-		if err != nil || bc.SetDeadline(time.Time{}) != nil {
-			bc.MarkBroken()
-		}
-		nodes[r.Node].Master.Put(bc)
+		res, err := checkExec(ctx, nodes[r.Node], "CHECKSUM TABLE "+quoteName(t.DB)+"."+quoteName(t.Table))
 		if err != nil {
 			return fmt.Errorf("keyshard: CHECKSUM TABLE of global table %s.%s on node %s: %w", t.DB, t.Table, r.Node, err)
 		}

@@ -6,6 +6,22 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
+// MaybeServerAdmin reports whether sql, classified as info, may be server
+// administration: false for the statements that cannot be (all but a
+// SELECT naming a file, for the common kinds), without a parser.
+func MaybeServerAdmin(sql string, info Info) bool {
+	if info.Flags&FlagMulti != 0 {
+		return true
+	}
+	switch info.Kind {
+	case KindInsert, KindUpdate, KindDelete, KindReplace, KindBegin, KindCommit, KindRollback, KindUse, KindCall:
+		return false
+	case KindSelect:
+		return containsFold(sql, "file") // only INTO OUTFILE / DUMPFILE would be
+	}
+	return true
+}
+
 // ServerAdmin says which server-administration class sql belongs to ("" for
 // none): statements that act on the server rather than on data, which
 // keyshard refuses to users not marked server_admin, since every proxy
@@ -14,15 +30,8 @@ import (
 // reads them, and the text of PREPARE ... FROM is looked at too. Statements
 // that cannot be one skip the parse: this costs nothing on the hot path.
 func (p *Parser) ServerAdmin(sql string, info Info) string {
-	switch info.Kind {
-	case KindInsert, KindUpdate, KindDelete, KindReplace, KindBegin, KindCommit, KindRollback, KindUse, KindCall:
-		if info.Flags&FlagMulti == 0 {
-			return ""
-		}
-	case KindSelect:
-		if info.Flags&FlagMulti == 0 && !hasFile(sql) {
-			return "" // only INTO OUTFILE / DUMPFILE would be
-		}
+	if !MaybeServerAdmin(sql, info) {
+		return ""
 	}
 	stmts, err := p.Parse(sql)
 	if err != nil {
@@ -80,11 +89,10 @@ func (v *intoFile) Enter(n ast.Node) (ast.Node, bool) {
 func (v *intoFile) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // lexicalAdmin is ServerAdmin for text the parser cannot read (MariaDB's
-// own syntax): each statement's first words, executable comments opened.
+// own syntax): each statement's first words.
 func lexicalAdmin(sql string) string {
 	for _, st := range splitStatements(sql) {
-		st = openExecutableComments(st)
-		f := strings.Fields(strings.ToLower(st[Classify(st).Start:]))
+		f := strings.Fields(strings.ToLower(st[Classify(st).Start:])) // Classify reads into /*! ... */
 		if len(f) == 0 {
 			continue
 		}
@@ -118,35 +126,4 @@ func lexicalAdmin(sql string) string {
 		}
 	}
 	return ""
-}
-
-// openExecutableComments drops the /*! and /*!NNNNN openers and their */,
-// so that what the server would run is read as such.
-func openExecutableComments(s string) string {
-	for {
-		i := strings.Index(s, "/*!")
-		if i < 0 {
-			return s
-		}
-		j := i + 3
-		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-			j++
-		}
-		rest := s[j:]
-		if k := strings.Index(rest, "*/"); k >= 0 {
-			rest = rest[:k] + rest[k+2:]
-		}
-		s = s[:i] + " " + rest
-	}
-}
-
-// hasFile reports whether "file" appears in s, in any case: one pass, as
-// every SELECT pays it.
-func hasFile(s string) bool {
-	for i := 0; i+3 < len(s); i++ {
-		if s[i]|0x20 == 'f' && s[i+1]|0x20 == 'i' && s[i+2]|0x20 == 'l' && s[i+3]|0x20 == 'e' {
-			return true
-		}
-	}
-	return false
 }

@@ -52,9 +52,11 @@ func RedactSecrets(sql string) string {
 	return b.String()
 }
 
+// containsFold reports whether s contains word (lower-case ASCII) in any
+// case: one pass, no allocation (a SELECT pays it, see MaybeServerAdmin).
 func containsFold(s, word string) bool {
 	for i := 0; i+len(word) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(word)], word) {
+		if s[i]|0x20 == word[0] && eqFold(s[i:i+len(word)], word) {
 			return true
 		}
 	}

@@ -28,8 +28,6 @@ type Leg struct {
 	queued bool
 	ahead  [][]byte
 	cols   bool // a merge leg's column definitions were read
-	// copyRows: the rows a write on a copy of a global table changed.
-	copyRows uint64
 }
 
 // next reports whether more answers follow on the leg after one that ended
@@ -448,6 +446,7 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 	var failed *mysql.MyError
 	var changed, unchanged []string // by sub-table, for an error
 	var copyRows []string           // the copies of a global table: "node: affected"
+	var firstCopy uint64            // the rows the first copy changed
 	for i := range legs {
 		l := &legs[i]
 		for more := true; more; {
@@ -484,7 +483,9 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 				}
 				if rt.Copies {
 					copyRows = append(copyRows, l.BC.Node()+": "+strconv.FormatUint(ok.AffectedRows, 10))
-					if ok.AffectedRows != legs[0].copyRows && i > 0 && failed == nil {
+					if i == 0 {
+						firstCopy = ok.AffectedRows
+					} else if ok.AffectedRows != firstCopy && failed == nil {
 						// Copies that are not alike, or a statement that
 						// does not write alike on each (RAND(), UUID(),
 						// LIMIT without ORDER BY...).
@@ -493,7 +494,6 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 								strings.Join(copyRows, ", ") + "): they are not alike, or the statement does not write alike on each " +
 								"(RAND(), UUID(), NOW(), LIMIT without ORDER BY); see ADMIN CHECK SHARDS"}
 					}
-					l.copyRows = ok.AffectedRows
 				}
 				if first {
 					insertID = ok.InsertID
