@@ -1,8 +1,10 @@
 // Package e2e runs keyshard in-process against real MariaDB servers that the
 // test run starts itself with scripts/backends.sh (installed with apt-get if
 // missing). Backends listen on 127.0.0.1:24307-24310 under
-// /tmp/keyshard-e2e; set KEEP_BACKENDS=1 to leave them running afterwards
-// and KS_BACKENDS_SCRIPT to use another script with the same commands.
+// /tmp/keyshard-e2e; set KEEP_BACKENDS=1 to leave them running afterwards,
+// KS_BACKENDS_SCRIPT to use another script with the same commands, and
+// KS_E2E_PORT to move the four backends (and their directory,
+// /tmp/keyshard-e2e-PORT) so two runs can share a machine.
 package e2e
 
 import (
@@ -27,9 +29,10 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-const (
-	basePort = 24307
-	nBackend = 4
+const nBackend = 4
+
+var (
+	basePort = e2ePort()
 	// Backend 3 (basePort+2) is reserved for tests that stop and start it.
 	downPort = basePort + 2
 	// Backend 4 (basePort+3) holds the plain reference tables of the merge
@@ -37,12 +40,27 @@ const (
 	refPort = basePort + 3
 )
 
+// e2ePort is the first backend's port: KS_E2E_PORT or 24307.
+func e2ePort() int {
+	if s := os.Getenv("KS_E2E_PORT"); s != "" {
+		var p int
+		if _, err := fmt.Sscan(s, &p); err == nil && p > 0 {
+			return p
+		}
+	}
+	return 24307
+}
+
 var repoRoot string
 
 func TestMain(m *testing.M) {
 	_, file, _, _ := runtime.Caller(0)
 	repoRoot = filepath.Join(filepath.Dir(file), "..", "..")
-	os.Setenv("KS_BACKENDS_DIR", "/tmp/keyshard-e2e")
+	dir := "/tmp/keyshard-e2e"
+	if basePort != 24307 {
+		dir = fmt.Sprintf("/tmp/keyshard-e2e-%d", basePort)
+	}
+	os.Setenv("KS_BACKENDS_DIR", dir)
 	if out, err := backends("up", fmt.Sprint(nBackend), fmt.Sprint(basePort)); err != nil {
 		fmt.Fprintf(os.Stderr, "starting backends failed: %v\n%s\n", err, out)
 		os.Exit(1)

@@ -18,7 +18,7 @@ import (
 
 // The replication group of these tests: a master and two replicas of it
 // (real MariaDB replication, GTID), started once by scripts/backends.sh.
-const (
+var (
 	rwMaster = basePort + 4
 	rwRepA   = basePort + 5
 	rwRepB   = basePort + 6
