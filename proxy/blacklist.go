@@ -12,29 +12,42 @@ import (
 )
 
 // blacklist is kingshard's SQL blacklist (blacklist_sql_file): statements
-// whose normalized form matches an entry are refused. Entries are matched
-// on their shape (literals replaced by ?, whitespace collapsed, case
-// folded), so one entry covers every value of its literals. Immutable;
-// changes build a new one.
+// whose canonical form (router.Canonical) matches an entry's are refused.
+// The form is read from the parse tree, so one entry covers every value of
+// its literals, every spelling of its names (quoted, qualified with the
+// database, aliased), executable comments, constant conditions such as
+// WHERE 1=1, and the statement inside a batch, a PREPARE or an EXECUTE
+// IMMEDIATE. Immutable; changes build a new one.
 type blacklist struct {
 	sqls []string            // as the operator wrote them, in order
 	keys map[string]struct{} // blackKey of each
 }
 
-// blackKey is the form a statement is matched in.
-func blackKey(sql string) string {
-	shape, _ := router.Normalize(strings.TrimRight(strings.TrimSpace(sql), "; \t\r\n"))
-	return strings.ToLower(strings.Join(strings.Fields(shape), " "))
+// blackKey is the form an entry is matched in: its first statement's
+// canonical form, its names qualified only where the entry qualifies them
+// (so an unqualified entry covers the table in every database). p may be
+// nil.
+func blackKey(p *router.Parser, sql string) string {
+	if p == nil {
+		p = router.NewParser()
+	}
+	var key string
+	if _, err := p.Canonical(sql, "", func(f string) bool { key = f; return true }); err != nil || key == "" {
+		shape, _ := router.Normalize(strings.TrimRight(strings.TrimSpace(sql), "; \t\r\n"))
+		key = strings.ToLower(strings.Join(strings.Fields(shape), " "))
+	}
+	return key
 }
 
 func newBlacklist(sqls []string) *blacklist {
 	b := &blacklist{keys: make(map[string]struct{}, len(sqls))}
+	p := router.NewParser()
 	for _, q := range sqls {
 		q = strings.TrimSpace(q)
 		if q == "" {
 			continue
 		}
-		k := blackKey(q)
+		k := blackKey(p, q)
 		if _, dup := b.keys[k]; dup {
 			continue
 		}
@@ -71,18 +84,29 @@ func loadBlacklist(path string) (*blacklist, error) {
 	return newBlacklist(sqls), sc.Err()
 }
 
-// blocked reports whether sql matches an entry. An empty list costs nothing.
-func (b *blacklist) blocked(sql string) bool {
+// check refuses sql, run in database db, if one of its statements matches
+// an entry, and a statement whose text cannot be seen (PREPARE ... FROM
+// @var, EXECUTE IMMEDIATE of an expression) while the list has entries. An
+// empty list costs nothing; p is made on first use.
+func (b *blacklist) check(p func() *router.Parser, sql, db string) error {
 	if len(b.keys) == 0 {
-		return false
+		return nil
 	}
-	_, ok := b.keys[blackKey(sql)]
-	return ok
+	hit, err := p().Canonical(sql, db, func(f string) bool { _, ok := b.keys[f]; return ok })
+	switch {
+	case errors.Is(err, router.ErrUncheckable):
+		return newErr(errNotSupported, "keyshard: the SQL blacklist (blacklist_sql_file) is on, and this statement's text "+
+			"cannot be checked against it (PREPARE ... FROM a variable, EXECUTE IMMEDIATE of an expression): %s; "+
+			"give the text as a string literal or prepare it with the binary protocol", clip(sql))
+	case hit:
+		return blacklisted(sql)
+	}
+	return nil
 }
 
 // with returns a copy with sql added (ok false if it was there).
 func (b *blacklist) with(sql string) (*blacklist, bool) {
-	if _, ok := b.keys[blackKey(sql)]; ok {
+	if _, ok := b.keys[blackKey(nil, sql)]; ok {
 		return b, false
 	}
 	return newBlacklist(append(append([]string(nil), b.sqls...), sql)), true
@@ -90,13 +114,14 @@ func (b *blacklist) with(sql string) (*blacklist, bool) {
 
 // without returns a copy with sql's entry removed (ok false if absent).
 func (b *blacklist) without(sql string) (*blacklist, bool) {
-	k := blackKey(sql)
+	p := router.NewParser()
+	k := blackKey(p, sql)
 	if _, ok := b.keys[k]; !ok {
 		return b, false
 	}
 	var rest []string
 	for _, q := range b.sqls {
-		if blackKey(q) != k {
+		if blackKey(p, q) != k {
 			rest = append(rest, q)
 		}
 	}
@@ -115,8 +140,13 @@ func (b *blacklist) file() []byte {
 
 // blacklisted is the error for a statement the blacklist refuses.
 func blacklisted(sql string) error {
+	return newErr(errBlacklisted, "The keyshard server is running with the SQL blacklist (blacklist_sql_file) option so it cannot execute this statement: %s", clip(sql))
+}
+
+// clip shortens sql quoted in an error message.
+func clip(sql string) string {
 	if len(sql) > 200 {
-		sql = sql[:200] + "..."
+		return sql[:200] + "..."
 	}
-	return newErr(errBlacklisted, "The keyshard server is running with the SQL blacklist (blacklist_sql_file) option so it cannot execute this statement: %s", sql)
+	return sql
 }

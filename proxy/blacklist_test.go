@@ -4,7 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/keyshard/keyshard/router"
 )
+
+// blocks reports whether b refuses sql run in database app.
+func blocks(b *blacklist, sql string) bool {
+	return b.check(router.NewParser, sql, "app") != nil
+}
 
 func TestBlacklist(t *testing.T) {
 	b := newBlacklist([]string{"SELECT * FROM t WHERE id = 1", "  ", "select * from T where id = 2;", "DELETE FROM t"})
@@ -18,23 +25,26 @@ func TestBlacklist(t *testing.T) {
 		"select * from t where id = 1 and x=2":  false,
 		"delete from t where id = 1":            false,
 		"select 1":                              false,
+		"delete from app.`T` where 1":           true,
+		"select 1; delete from t":               true,
+		"prepare s from @q":                     true, // cannot be checked
 	} {
-		if got := b.blocked(sql); got != want {
+		if got := blocks(b, sql); got != want {
 			t.Errorf("blocked(%q) = %v", sql, got)
 		}
 	}
-	if newBlacklist(nil).blocked("select 1") {
+	if blocks(newBlacklist(nil), "select 1") {
 		t.Error("empty list blocks")
 	}
 	nb, ok := b.with("select 1")
-	if !ok || !nb.blocked("SELECT 2") || b.blocked("select 2") {
+	if !ok || !blocks(nb, "SELECT 2") || blocks(b, "select 2") {
 		t.Error("with: the copy should block, the original not")
 	}
 	if _, ok := nb.with("select 3"); ok {
 		t.Error("with: a duplicate shape was added")
 	}
 	nb, ok = nb.without("select 5")
-	if !ok || nb.blocked("select 1") || len(nb.sqls) != 2 {
+	if !ok || blocks(nb, "select 1") || len(nb.sqls) != 2 {
 		t.Errorf("without: %q", nb.sqls)
 	}
 	if _, ok := nb.without("select 5"); ok {
@@ -50,7 +60,7 @@ func TestBlacklist(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb, err := loadBlacklist(path)
-	if err != nil || len(lb.sqls) != 2 || !lb.blocked("UPDATE t SET a = 5") {
+	if err != nil || len(lb.sqls) != 2 || !blocks(lb, "UPDATE t SET a = 5") {
 		t.Errorf("load: %q %v", lb.sqls, err)
 	}
 	if lb, err := loadBlacklist(filepath.Join(dir, "missing")); err != nil || len(lb.sqls) != 0 {

@@ -367,8 +367,8 @@ func (s *Session) query(p []byte) error {
 	}
 	s.tr.entry = s.digestOf(sql, s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0)
 	s.tr.mark(digest.Parse)
-	if s.srv.black.Load().blocked(sql[info.Start:]) {
-		return s.fail(blacklisted(sql))
+	if err := s.srv.black.Load().check(s.getParser, sql, s.vars.DB); err != nil {
+		return s.fail(err)
 	}
 	if err := s.mayAdminister(sql, info); err != nil {
 		return s.fail(err)

@@ -122,8 +122,8 @@ const maxSessionStmts = 16382
 func (s *Session) stmtPrepare(p []byte) error {
 	sql := string(p[1:])
 	info := router.Classify(sql)
-	if s.srv.black.Load().blocked(sql[info.Start:]) {
-		return s.fail(blacklisted(sql))
+	if err := s.srv.black.Load().check(s.getParser, sql, s.vars.DB); err != nil {
+		return s.fail(err)
 	}
 	if err := s.mayAdminister(sql, info); err != nil {
 		return s.fail(err)

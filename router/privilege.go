@@ -33,11 +33,14 @@ func (p *Parser) ServerAdmin(sql string, info Info) string {
 	if !MaybeServerAdmin(sql, info) {
 		return ""
 	}
+	sql = openExecComments(sql) // the parser skips /*M! ... */
 	stmts, err := p.Parse(sql)
 	if err != nil {
 		return lexicalAdmin(sql)
 	}
-	for _, st := range stmts {
+	// adminClass parses a PREPARE's text with the same parser, which
+	// reuses the slice it returned.
+	for _, st := range append([]ast.StmtNode(nil), stmts...) {
 		if c := p.adminClass(st); c != "" {
 			return c
 		}

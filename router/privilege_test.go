@@ -33,6 +33,9 @@ func TestServerAdmin(t *testing.T) {
 		{"SELECT 1; SHUTDOWN", "SHUTDOWN"},
 		{"INSERT INTO t VALUES (1); SET GLOBAL x = 1", "SET GLOBAL"},
 		{"PREPARE s FROM 'SHUTDOWN'", "SHUTDOWN"},
+		{"/*M!100300 SHUTDOWN */", "SHUTDOWN"},
+		{"SELECT /*M! 1; SET GLOBAL x = 1 */", "SET GLOBAL"},
+		{"PREPARE s FROM 'SELECT 1; SELECT 2'; SET GLOBAL x = 1", "SET GLOBAL"},
 		{"EXECUTE IMMEDIATE 'SHUTDOWN'", "SHUTDOWN"},
 	} {
 		if got := p.ServerAdmin(c.sql, Classify(c.sql)); got != c.want {

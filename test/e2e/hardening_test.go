@@ -307,3 +307,77 @@ func TestLoginLockout(t *testing.T) {
 		"is blocked after 3 failed logins (login_lockout_failures)")
 	waitFor(t, "the lockout to end", func() bool { return p.open(t, "ks:ks", "", "").Ping() == nil })
 }
+
+// The SQL blacklist matches the parsed statement: none of the forms the
+// server reads as the blacklisted one runs, through a batch, a PREPARE,
+// an EXECUTE IMMEDIATE or the binary protocol; other statements do.
+func TestBlacklistEquivalents(t *testing.T) {
+	bl := filepath.Join(t.TempDir(), "black.sql")
+	if err := os.WriteFile(bl, []byte("DELETE FROM bl_eq WHERE id = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, baseYAML("%ADDR%")+"blacklist_sql_file: "+bl+"\n")
+	db := p.open(t, "ks:ks", "ks_test", "multiStatements=true")
+	db.SetMaxOpenConns(1)
+	mustExec(t, db, "DROP TABLE IF EXISTS bl_eq")
+	mustExec(t, db, "CREATE TABLE bl_eq (id INT PRIMARY KEY, v INT)")
+	mustExec(t, db, "INSERT INTO bl_eq VALUES (1, 1), (2, 2), (3, 3)")
+	forms := []string{
+		"DELETE FROM bl_eq WHERE id = 1",
+		"delete from bl_eq where id=3",
+		"DELETE FROM `bl_eq` WHERE `id` = 1",
+		"DELETE FROM ks_test.bl_eq WHERE id = 1",
+		"DELETE FROM `ks_test`.`bl_eq` WHERE bl_eq.id = 1",
+		"DELETE FROM bl_eq WHERE ks_test.bl_eq.id = 1",
+		"DELETE FROM BL_EQ WHERE ID = 1",
+		"DELETE FROM bl_eq WHERE (id = 1)",
+		"DELETE FROM bl_eq WHERE 1=1 AND id = 1",
+		"DELETE FROM bl_eq WHERE id = 1 AND 1",
+		"DELETE FROM bl_eq WHERE (1 = 1) AND (id = 1) AND 'x' = 'x'",
+		"DELETE FROM bl_eq WHERE 0 OR id = 1",
+		"DELETE FROM bl_eq WHERE NOT 0 AND id = 1",
+		"/*!40101 DELETE FROM bl_eq WHERE id = 1 */",
+		"/*!DELETE FROM bl_eq WHERE id = 1*/",
+		"/*M!100300 DELETE FROM bl_eq WHERE id = 1 */",
+		"DELETE /*!FROM bl_eq*/ WHERE id = 1",
+		"DELETE /* c */ FROM bl_eq -- c\n WHERE id = 1",
+		"DELETE FROM bl_eq WHERE id = 0x01",
+		"SELECT 1; DELETE FROM bl_eq WHERE id = 1",
+		"DO 1; /*!DELETE FROM bl_eq WHERE id = 1 */",
+		"PREPARE s FROM 'DELETE FROM bl_eq WHERE id = 1'",
+		"PREPARE s FROM \"delete from bl_eq where id = ?\"",
+		"EXECUTE IMMEDIATE 'DELETE FROM bl_eq WHERE id = 1'",
+		"EXECUTE IMMEDIATE 'DELETE FROM bl_eq WHERE id = ?' USING 1",
+		"SELECT 1; EXECUTE IMMEDIATE 'DELETE FROM bl_eq WHERE id = 1'",
+	}
+	for _, q := range forms {
+		if _, err := db.Exec(q); err == nil || !strings.Contains(err.Error(), "Error 1290") || !strings.Contains(err.Error(), "SQL blacklist") {
+			t.Errorf("%q: %v, want 1290 (SQL blacklist)", q, err)
+		}
+	}
+	// The binary protocol is checked at PREPARE.
+	if _, err := db.Prepare("DELETE FROM `bl_eq` WHERE 1 AND id = ?"); err == nil || !strings.Contains(err.Error(), "1290") {
+		t.Errorf("prepared form: %v, want 1290", err)
+	}
+	// A text whose statement cannot be seen is refused while a blacklist is on.
+	mustExec(t, db, "SET @q = 'DELETE FROM bl_eq WHERE id = 1'")
+	for _, q := range []string{"PREPARE s FROM @q", "EXECUTE IMMEDIATE @q", "EXECUTE IMMEDIATE CONCAT('DELETE FROM bl_eq ', 'WHERE id = 1')"} {
+		_, err := db.Exec(q)
+		wantErrContains(t, q, err, 1235, "cannot be checked")
+	}
+	if got := queryCol(t, db, "SELECT COUNT(*) FROM bl_eq"); len(got) != 1 || got[0] != "3" {
+		t.Fatalf("rows after the refusals: %v, want 3", got)
+	}
+	// Statements of other shapes run, the session goes on.
+	for _, q := range []string{
+		"DELETE FROM bl_eq WHERE id = 1 AND v = 5",
+		"DELETE FROM bl_eq WHERE id > 2",
+		"PREPARE s FROM 'SELECT * FROM bl_eq WHERE id = 1'",
+		"EXECUTE IMMEDIATE 'UPDATE bl_eq SET v = 7 WHERE id = 2'",
+	} {
+		mustExec(t, db, q)
+	}
+	if got := queryCol(t, db, "SELECT COUNT(*) FROM bl_eq"); len(got) != 1 || got[0] != "2" {
+		t.Fatalf("rows after the allowed statements: %v, want 2", got)
+	}
+}
