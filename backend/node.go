@@ -17,10 +17,15 @@ type Node struct {
 	replicas atomic.Pointer[[]*Replica] // replaced whole, never modified
 	opts     NodeOptions
 
-	mu       sync.Mutex // guards checkers (add/remove replicas)
+	mu       sync.Mutex // guards checkers (add/remove replicas), views' changes
 	checkers map[*Pool]chan struct{}
 	wg       sync.WaitGroup
 	closed   bool
+
+	// A view (As) of base: its own pools for base's servers, by the base
+	// pool each stands for (replaced whole, never modified).
+	base  *Node
+	views atomic.Pointer[map[*Pool]*Pool]
 }
 
 // Replica is one read replica of a node.
@@ -91,10 +96,13 @@ func (n *Node) Replicas() []*Replica { return *n.replicas.Load() }
 func (n *Node) Splits() bool { return !n.opts.NoSplit && n.HasReplicas() }
 
 // HasReplicas reports whether the node has any replica configured.
-func (n *Node) HasReplicas() bool { return len(*n.replicas.Load()) > 0 }
+func (n *Node) HasReplicas() bool { return len(*n.Base().replicas.Load()) > 0 }
 
 // Pools returns the master pool followed by the replicas' pools.
 func (n *Node) Pools() []*Pool {
+	if n.base != nil {
+		return n.viewPools()
+	}
 	reps := n.Replicas()
 	out := make([]*Pool, 0, 1+len(reps))
 	out = append(out, n.Master)
@@ -112,6 +120,9 @@ func (n *Node) Pools() []*Pool {
 // load. skip (a retry's first choice) is never picked. With no replica
 // left, the master when MasterReads allows it and it is not skip; else nil.
 func (n *Node) ReadPool(skip *Pool) *Pool {
+	if n.base != nil {
+		return n.viewRead(skip)
+	}
 	reps := *n.replicas.Load()
 	total := 0
 	for _, r := range reps {

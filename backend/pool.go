@@ -121,9 +121,14 @@ type Pool struct {
 	open, inUse, waits, waitNanos, timeouts, dialErrors, dials, closedN atomic.Int64
 	stmtPrepares, stmtsOpen                                             atomic.Int64
 
-	health
+	// health and stmts are shared with the pool a view pool (Node.As)
+	// stands for: one state and one count per server.
+	*health
 	live  liveness
-	stmts Latency // statements run through Observe: count, errors, latency
+	stmts *Latency // statements run through Observe: count, errors, latency
+	// standsFor: the base node's pool a view's pool (Node.As) reaches the
+	// same server as; nil for others.
+	standsFor *Pool
 
 	version   atomic.Pointer[string] // the server's version, as its last handshake said
 	serverExt atomic.Uint32          // MariaDB extended capabilities it offers
@@ -223,6 +228,8 @@ func NewPool(node, addr string, opts Options) *Pool {
 		baseState: opts.BaseState,
 		sem:       make(chan struct{}, opts.MaxConns),
 		stop:      make(chan struct{}),
+		health:    &health{},
+		stmts:     &Latency{},
 	}
 	if p.baseState == nil {
 		p.baseState = NewState(opts.Charset, opts.Collation)
@@ -249,7 +256,7 @@ func (p *Pool) InUse() int64 { return p.inUse.Load() }
 func (p *Pool) Observe(d time.Duration, failed bool) { p.stmts.Observe(d, failed) }
 
 // Statements returns the statements recorded by Observe.
-func (p *Pool) Statements() *Latency { return &p.stmts }
+func (p *Pool) Statements() *Latency { return p.stmts }
 
 // Options returns the pool's effective options.
 func (p *Pool) Options() Options { return p.opts }

@@ -109,7 +109,7 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		return true, s.fail(err)
 	}
 	if len(rt.Routes) == 1 && len(pl.ReadNodes()) > 0 {
-		rt.Routes[0].Node = s.readNode(pl, s.snap.nodes[rt.Routes[0].Node]).Name
+		rt.Routes[0].Node = s.readNode(pl, s.nodes[rt.Routes[0].Node]).Name
 	}
 	return true, s.runText(rt, pl, info)
 }
@@ -119,7 +119,7 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 // node has a copy of each, else planned, the node it was planned for.
 func (s *Session) readNode(pl *router.Plan, planned *backend.Node) *backend.Node {
 	if bc := s.lease.Pinned(); bc != nil && s.lease.InTx() && bc.Node() != planned.Name && slices.Contains(pl.ReadNodes(), bc.Node()) {
-		if n := s.snap.nodes[bc.Node()]; n != nil {
+		if n := s.nodes[bc.Node()]; n != nil {
 			return n
 		}
 	}
@@ -168,10 +168,10 @@ func (s *Session) hintNode(lead string) (*backend.Node, bool, error) {
 	}
 	for _, n := range s.schema.Nodes {
 		if n == name {
-			return s.snap.nodes[n], true, nil
+			return s.nodes[n], true, nil
 		}
 	}
-	_, configured := s.snap.nodes[name]
+	_, configured := s.nodes[name]
 	if configured || isNodeN(name) {
 		return nil, false, newErr(errNotSupported, "keyshard: hint /*%s*/ names no node of this user's schema (nodes: %s); the statement was not run",
 			name, strings.Join(s.schema.Nodes, ", "))

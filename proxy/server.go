@@ -509,7 +509,7 @@ loop:
 	s.cancel()
 	<-s.xa.stopped
 	s.reloadMu.Lock() // no reload swaps in new nodes after this
-	for _, n := range s.snap.Load().nodes {
+	for _, n := range s.snap.Load().allNodes() {
 		n.Close()
 	}
 	s.reloadMu.Unlock()

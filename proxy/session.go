@@ -34,7 +34,9 @@ import (
 // atomics used by KILL and shutdown.
 type Session struct {
 	srv        *Server
-	snap       *snapshot // the configuration this session runs on
+	snap       *snapshot                // the configuration this session runs on
+	nodes      map[string]*backend.Node // snap's nodes as this user reaches them (nodesFor)
+	deny       router.Deny              // statement classes the user may not run (mayRun)
 	id         uint32
 	nc         net.Conn
 	pkt        *wire.Conn
@@ -114,14 +116,24 @@ func (s *Session) startSession(db string) error {
 // statements, outside a transaction): its schema, default node, routing
 // and the plans of its prepared statements follow the new snapshot.
 func (s *Session) rebind(snap *snapshot) {
-	s.snap = snap
+	s.snap, s.nodes = snap, snap.nodesFor(s.user)
+	s.deny = 0
+	uc, _ := snap.cfg.UserPassword(s.user)
+	if !uc.ServerAdmin && !snap.cfg.IsAdmin(s.user) {
+		s.deny |= router.DenyAdmin
+	}
+	if uc.NoDDL {
+		s.deny |= router.DenyDDL
+	}
+	if uc.ReadOnly {
+		s.deny |= router.DenyDDL | router.DenyWrite
+	}
 	s.schema, s.node, s.route = nil, nil, nil
 	split := false
 	if sc, ok := snap.cfg.SchemaFor(s.user); ok {
 		s.schema = sc
-		s.node = snap.nodes[sc.Default]
+		s.node = s.nodes[sc.Default]
 		s.route = snap.routes[s.user]
-		uc, _ := snap.cfg.UserPassword(s.user)
 		split = boolOr(sc.RWSplit, true) && boolOr(uc.RWSplit, true)
 	}
 	l := &s.lease
@@ -130,7 +142,7 @@ func (s *Session) rebind(snap *snapshot) {
 	if s.schema != nil && s.schema.TransactionMode != "single" {
 		l.XA = s.srv.xa
 	}
-	s.eng.Nodes, s.eng.MaxMergeRows = snap.nodes, snap.cfg.MaxMergeRows
+	s.eng.Nodes, s.eng.MaxMergeRows = s.nodes, snap.cfg.MaxMergeRows
 	s.replanStmts()
 }
 
@@ -179,7 +191,7 @@ func (s *Session) run() {
 		s.busy.Store(true)
 		start := time.Now()
 		s.tr.begin(start, s.pkt.Written)
-		if snap := s.srv.snap.Load(); snap != s.snap && !s.lease.InTx() && snap.keeps(s.lease.Pinned()) {
+		if snap := s.srv.snap.Load(); snap != s.snap && !s.lease.InTx() && snap.keeps(s.user, s.lease.Pinned()) {
 			s.rebind(snap)
 		}
 		cmd := p[0]
@@ -370,7 +382,7 @@ func (s *Session) query(p []byte) error {
 	if err := s.srv.black.Load().check(s.getParser, sql, s.vars.DB); err != nil {
 		return s.fail(err)
 	}
-	if err := s.mayAdminister(sql, info); err != nil {
+	if err := s.mayRun(sql, info); err != nil {
 		return s.fail(err)
 	}
 	if s.lease.Tracking() && router.Writes(info) {
@@ -716,23 +728,26 @@ func (s *Session) sessionValues() router.SessionValues {
 	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.id}
 }
 
-// mayAdminister refuses, with 1227, a server-administration statement
-// (router.ServerAdmin) from a user that is not server_admin in its
-// user_list entry nor an admin user (root, admin_users): every proxy user
-// runs on the shared backend account, whose rights are the server's.
-func (s *Session) mayAdminister(sql string, info router.Info) error {
-	if !router.MaybeServerAdmin(sql, info) {
+// mayRun refuses, with 1227, a statement of a class the user may not run
+// (router.Denied, with the classes rebind set from its user_list entry):
+// server administration unless server_admin (or an admin user: root,
+// admin_users), DDL with no_ddl, anything but reads with read_only.
+func (s *Session) mayRun(sql string, info router.Info) error {
+	if !router.MaybeDenied(sql, info, s.deny) {
 		return nil // the common statements: no parser made for them
 	}
-	class := s.getParser().ServerAdmin(sql, info)
+	class, d := s.getParser().Denied(sql, info, s.deny)
 	if class == "" {
 		return nil
 	}
-	cfg := s.snap.cfg
-	if uc, ok := cfg.UserPassword(s.user); cfg.IsAdmin(s.user) || ok && uc.ServerAdmin {
-		return nil
+	priv, why := "server_admin", "server_admin: true in its user_list entry allows it"
+	switch d {
+	case router.DenyDDL:
+		priv, why = "DDL", "its user_list entry sets no_ddl or read_only"
+	case router.DenyWrite:
+		priv, why = "write", "its user_list entry sets read_only"
 	}
 	return &mysql.MyError{Code: mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, State: "42000",
-		Message: "Access denied; you need (at least one of) the server_admin privilege(s) for this operation: keyshard user " +
-			s.user + " may not run " + class + " (server_admin: true in its user_list entry allows it)"}
+		Message: "Access denied; you need (at least one of) the " + priv + " privilege(s) for this operation: keyshard user " +
+			s.user + " may not run " + class + " (" + why + ")"}
 }

@@ -21,8 +21,11 @@ import (
 // takes the new one at its next statement outside a transaction, so
 // running statements and open transactions finish on the old one.
 type snapshot struct {
-	cfg    *config.Config
-	nodes  map[string]*backend.Node
+	cfg   *config.Config
+	nodes map[string]*backend.Node
+	// asUser are the nodes as each backend_user of user_list reaches them
+	// (backend.Node.As views of nodes), by backend user.
+	asUser map[string]map[string]*backend.Node
 	routes map[string]*router.Schema // by user
 	// routeCfgs are what routes were built from: a reload keeps a user's
 	// router (and its plan cache) when its rules are unchanged.
@@ -78,15 +81,63 @@ func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot) (*snapshot, []
 		}
 		snap.nodes[nc.Name] = n
 	}
+	for _, u := range cfg.UserList {
+		if u.BackendUser == "" || snap.asUser[u.BackendUser] != nil {
+			continue
+		}
+		if snap.asUser == nil {
+			snap.asUser = map[string]map[string]*backend.Node{}
+		}
+		views := map[string]*backend.Node{}
+		for name, n := range snap.nodes {
+			var prev *backend.Node
+			if old != nil {
+				prev = old.asUser[u.BackendUser][name]
+			}
+			if prev != nil && prev.Base() == n && prev.Options().Pool.Password == u.BackendPassword {
+				kept[prev] = true
+				views[name] = prev
+				continue
+			}
+			views[name] = n.As(u.BackendUser, u.BackendPassword)
+		}
+		snap.asUser[u.BackendUser] = views
+	}
 	var gone []*backend.Node
 	if old != nil {
-		for _, n := range old.nodes {
+		for _, n := range old.allNodes() {
 			if !kept[n] {
 				gone = append(gone, n)
 			}
 		}
 	}
 	return snap, gone, nil
+}
+
+// nodesFor returns the nodes as user reaches them: through its
+// backend_user's views, else as configured.
+func (snap *snapshot) nodesFor(user string) map[string]*backend.Node {
+	if snap.asUser != nil {
+		if uc, ok := snap.cfg.UserPassword(user); ok && uc.BackendUser != "" {
+			return snap.asUser[uc.BackendUser]
+		}
+	}
+	return snap.nodes
+}
+
+// allNodes returns the nodes and every backend user's views of them,
+// views first (they close before what they view).
+func (snap *snapshot) allNodes() []*backend.Node {
+	var out []*backend.Node
+	for _, views := range snap.asUser {
+		for _, v := range views {
+			out = append(out, v)
+		}
+	}
+	for _, n := range snap.nodes {
+		out = append(out, n)
+	}
+	return out
 }
 
 // sameNode reports whether a node built with a can serve as one built
@@ -314,10 +365,10 @@ func fileSum(path string) string {
 // snap: its pinned connection (with the session state on it: variables,
 // temporary tables, prepared statements) belongs to a node snap kept.
 // Otherwise the session stays on its snapshot until it lets go of it.
-func (snap *snapshot) keeps(pinned *backend.Conn) bool {
+func (snap *snapshot) keeps(user string, pinned *backend.Conn) bool {
 	if pinned == nil {
 		return true
 	}
-	n := snap.nodes[pinned.Node()]
+	n := snap.nodesFor(user)[pinned.Node()]
 	return n != nil && slices.Contains(n.Pools(), pinned.Pool())
 }

@@ -125,7 +125,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 	if err := s.srv.black.Load().check(s.getParser, sql, s.vars.DB); err != nil {
 		return s.fail(err)
 	}
-	if err := s.mayAdminister(sql, info); err != nil {
+	if err := s.mayRun(sql, info); err != nil {
 		return s.fail(err)
 	}
 	if len(s.stmts) >= maxSessionStmts {
@@ -202,7 +202,7 @@ func (s *Session) planStmt(st *prepared, info router.Info, hints bool) (*backend
 	}
 	st.plan, st.lits, st.prefix = pl, slices.Clone(lits), leadingComments(sql, info)
 	name, text := pl.Probe(lits, st.prefix)
-	return s.snap.nodes[name], text, nil
+	return s.nodes[name], text, nil
 }
 
 // replanStmts routes the session's prepared statements again after a

@@ -43,3 +43,59 @@ func TestServerAdmin(t *testing.T) {
 		}
 	}
 }
+
+func TestDeniedClasses(t *testing.T) {
+	p := NewParser()
+	const ro = DenyAdmin | DenyDDL | DenyWrite
+	for _, c := range []struct {
+		sql  string
+		deny Deny
+		want Deny // 0: allowed
+	}{
+		{"SELECT * FROM t", ro, 0},
+		{"SELECT * FROM t FOR UPDATE", ro, 0},
+		{"WITH x AS (SELECT 1) SELECT * FROM x", ro, 0},
+		{"SHOW TABLES", ro, 0},
+		{"SET NAMES utf8mb4", ro, 0},
+		{"BEGIN", ro, 0},
+		{"EXPLAIN SELECT 1", ro, 0},
+		{"EXPLAIN DELETE FROM t", ro, 0},
+		{"EXPLAIN ANALYZE DELETE FROM t", ro, DenyWrite},
+		{"ANALYZE DELETE FROM t", ro, DenyWrite},
+		{"INSERT INTO t VALUES (1)", ro, DenyWrite},
+		{"/*!INSERT INTO t VALUES (1)*/", ro, DenyWrite},
+		{"/*M!INSERT INTO t VALUES (1)*/", ro, DenyWrite},
+		{"UPDATE t SET a = 1", ro, DenyWrite},
+		{"DELETE FROM t", ro, DenyWrite},
+		{"REPLACE INTO t VALUES (1)", ro, DenyWrite},
+		{"CALL p()", ro, DenyWrite},
+		{"LOAD DATA LOCAL INFILE 'x' INTO TABLE t", ro, DenyWrite},
+		{"LOCK TABLES t WRITE", ro, DenyWrite},
+		{"SELECT 1; DELETE FROM t", ro, DenyWrite},
+		{"PREPARE s FROM 'DELETE FROM t'", ro, DenyWrite},
+		{"PREPARE s FROM 'SELECT 1'", ro, 0},
+		{"PREPARE s FROM @q", ro, DenyWrite},
+		{"EXECUTE IMMEDIATE 'DELETE FROM t'", ro, DenyWrite},
+		{"EXECUTE IMMEDIATE 'SELECT 1'", ro, 0},
+		{"EXECUTE IMMEDIATE @q", ro, DenyWrite},
+		{"CREATE TABLE t (id INT)", ro, DenyDDL},
+		{"CREATE TABLE t (id INT)", DenyAdmin | DenyDDL, DenyDDL},
+		{"ALTER TABLE t ADD c INT", DenyDDL, DenyDDL},
+		{"DROP TABLE t", DenyDDL, DenyDDL},
+		{"TRUNCATE TABLE t", DenyDDL, DenyDDL},
+		{"RENAME TABLE t TO u", DenyDDL, DenyDDL},
+		{"CREATE INDEX i ON t (a)", DenyDDL, DenyDDL},
+		{"CREATE OR REPLACE SEQUENCE s", DenyDDL, DenyDDL},
+		{"INSERT INTO t VALUES (1)", DenyDDL, 0},
+		{"CREATE USER x", DenyDDL, 0}, // account management, not DDL
+		{"CREATE USER x", ro, DenyAdmin},
+		{"SHUTDOWN", ro, DenyAdmin},
+		{"DROP TABLE t", DenyAdmin, 0},
+		{"DELETE FROM t", DenyAdmin | DenyDDL, 0},
+	} {
+		class, got := p.Denied(c.sql, Classify(c.sql), c.deny)
+		if got != c.want || (got == 0) != (class == "") {
+			t.Errorf("%s (deny %b): %q %b, want %b", c.sql, c.deny, class, got, c.want)
+		}
+	}
+}

@@ -106,6 +106,16 @@ type UserConfig struct {
 	// (SHUTDOWN, SET GLOBAL, GRANT, CREATE USER, INSTALL PLUGIN,
 	// server-side file access); others get 1227. Admin users have it.
 	ServerAdmin bool `yaml:"server_admin"`
+	// ReadOnly refuses (1227) every statement that could change data or
+	// schema: reads, SET, USE, SHOW, transactions and the like run.
+	ReadOnly bool `yaml:"read_only"`
+	// NoDDL refuses (1227) CREATE, ALTER, DROP, RENAME, TRUNCATE.
+	NoDDL bool `yaml:"no_ddl"`
+	// BackendUser and BackendPassword, if set, are the backend account
+	// keyshard uses on this user's behalf on every node (its own pools),
+	// so that the server's grants apply as well; else the node's.
+	BackendUser     string `yaml:"backend_user"`
+	BackendPassword string `yaml:"backend_password"`
 	// MaxConnections caps this user's open sessions (0 = no cap).
 	MaxConnections int `yaml:"max_connections"`
 

@@ -239,6 +239,7 @@ func (c *Config) validateTop(p *problems) {
 // name.
 func (c *Config) validateUsers(p *problems) map[string]*UserConfig {
 	users := map[string]*UserConfig{}
+	backendUsers := map[string]*UserConfig{}
 	if len(c.UserList) == 0 {
 		p.add(c.lineOf("user_list"), "user_list", "at least one user is required")
 	}
@@ -259,6 +260,18 @@ func (c *Config) validateUsers(p *problems) map[string]*UserConfig {
 		}
 		if !oneOf(u.AuthPlugin, "", AuthNativePassword, AuthCachingSHA2) {
 			p.add(u.lineOf("auth_plugin"), join(up, "auth_plugin"), "want %s or %s, got %q", AuthNativePassword, AuthCachingSHA2, u.AuthPlugin)
+		}
+		if u.ReadOnly && u.ServerAdmin {
+			p.add(u.lineOf("read_only"), join(up, "read_only"), "a read_only user cannot be server_admin")
+		}
+		if u.BackendPassword != "" && u.BackendUser == "" {
+			p.add(u.lineOf("backend_password"), join(up, "backend_password"), "set without backend_user")
+		}
+		if u.BackendUser != "" {
+			if f, ok := backendUsers[u.BackendUser]; ok && f.BackendPassword != u.BackendPassword {
+				p.add(u.lineOf("backend_password"), join(up, "backend_password"), "backend_user %q has another backend_password at %s", u.BackendUser, where(f.pos, "backend_password"))
+			}
+			backendUsers[u.BackendUser] = u
 		}
 	}
 	for i, a := range c.AdminUsers {

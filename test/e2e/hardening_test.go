@@ -381,3 +381,105 @@ func TestBlacklistEquivalents(t *testing.T) {
 		t.Fatalf("rows after the allowed statements: %v, want 2", got)
 	}
 }
+
+// A user_list entry with backend_user runs on that backend account (its own
+// pools), so the server's grants apply too; read_only and no_ddl refuse
+// their classes with 1227 in keyshard before any backend sees them.
+func TestUserPolicies(t *testing.T) {
+	for _, port := range []int{basePort, basePort + 1} {
+		d := direct(t, port, "")
+		mustExec(t, d, "CREATE DATABASE IF NOT EXISTS ks_test")
+		mustExec(t, d, "CREATE USER IF NOT EXISTS 'ks_reader'@'127.0.0.1' IDENTIFIED BY 'rpw'")
+		mustExec(t, d, "GRANT SELECT ON ks_test.* TO 'ks_reader'@'127.0.0.1'")
+	}
+	yaml := strings.Replace(baseYAML("%ADDR%"), `  - user: other
+    password: other
+`, `  - user: other
+    password: other
+  - user: viewer
+    password: vpw
+    backend_user: ks_reader
+    backend_password: rpw
+  - user: ro
+    password: ropw
+    read_only: true
+  - user: noddl
+    password: ndpw
+    no_ddl: true
+`, 1)
+	yaml = strings.Replace(yaml, "schema_list:\n", `schema_list:
+  - user: viewer
+    nodes: [node1, node2]
+    default: node1
+    shard:
+      -
+  - user: ro
+    nodes: [node1, node2]
+    default: node1
+    shard:
+      -
+  - user: noddl
+    nodes: [node1, node2]
+    default: node1
+    shard:
+      -
+`, 1)
+	p := startProxy(t, yaml)
+	ks := p.open(t, "ks:ks", "ks_test", "")
+	mustExec(t, ks, "DROP TABLE IF EXISTS pol_t")
+	mustExec(t, ks, "CREATE TABLE pol_t (id INT PRIMARY KEY, v INT)")
+	mustExec(t, ks, "INSERT INTO pol_t VALUES (1, 1)")
+
+	// viewer: the backend's own grants (SELECT only) apply, as ks_reader.
+	viewer := p.open(t, "viewer:vpw", "ks_test", "")
+	if got := queryCol(t, viewer, "SELECT CURRENT_USER()"); len(got) != 1 || got[0] != "ks_reader@127.0.0.1" {
+		t.Fatalf("viewer's backend account: %v, want ks_reader@127.0.0.1", got)
+	}
+	if got := queryCol(t, viewer, "SELECT v FROM pol_t WHERE id = 1"); len(got) != 1 || got[0] != "1" {
+		t.Fatalf("viewer reads: %v", got)
+	}
+	_, err := viewer.Exec("INSERT INTO pol_t VALUES (2, 2)")
+	wantErrContains(t, "viewer's INSERT", err, 1142, "INSERT command denied to user 'ks_reader'")
+	// The other users' connections stay on the node's account.
+	if got := queryCol(t, ks, "SELECT CURRENT_USER()"); len(got) != 1 || got[0] != "ks@127.0.0.1" {
+		t.Fatalf("ks's backend account: %v", got)
+	}
+
+	// ro: reads and session statements run; anything that may write is
+	// refused by keyshard, through every door.
+	ro := p.open(t, "ro:ropw", "ks_test", "multiStatements=true")
+	ro.SetMaxOpenConns(1)
+	for _, q := range []string{"SELECT v FROM pol_t", "SHOW TABLES", "SET @x = 1", "BEGIN", "SELECT * FROM pol_t FOR UPDATE", "COMMIT",
+		"EXPLAIN SELECT * FROM pol_t", "PREPARE s FROM 'SELECT 1'", "EXECUTE IMMEDIATE 'SELECT 1'"} {
+		mustExec(t, ro, q)
+	}
+	for _, q := range []string{
+		"INSERT INTO pol_t VALUES (3, 3)",
+		"UPDATE pol_t SET v = 9",
+		"/*!DELETE FROM pol_t*/",
+		"SELECT 1; DELETE FROM pol_t",
+		"PREPARE s FROM 'DELETE FROM pol_t'",
+		"EXECUTE IMMEDIATE 'DELETE FROM pol_t'",
+		"LOAD DATA LOCAL INFILE '/dev/null' INTO TABLE pol_t",
+		"ANALYZE DELETE FROM pol_t",
+	} {
+		_, err := ro.Exec(q)
+		wantErrContains(t, q, err, 1227, "may not run a statement that may change data (its user_list entry sets read_only)")
+	}
+	_, err = ro.Exec("DROP TABLE pol_t")
+	wantErrContains(t, "ro's DROP", err, 1227, "may not run DDL")
+	if _, err := ro.Prepare("UPDATE pol_t SET v = ?"); err == nil || !strings.Contains(err.Error(), "1227") {
+		t.Errorf("ro's prepared UPDATE: %v, want 1227", err)
+	}
+
+	// noddl: data yes, schema no.
+	noddl := p.open(t, "noddl:ndpw", "ks_test", "")
+	mustExec(t, noddl, "INSERT INTO pol_t VALUES (4, 4)")
+	for _, q := range []string{"CREATE TABLE pol_u (id INT)", "ALTER TABLE pol_t ADD c INT", "DROP TABLE pol_t", "TRUNCATE TABLE pol_t", "RENAME TABLE pol_t TO pol_u"} {
+		_, err := noddl.Exec(q)
+		wantErrContains(t, q, err, 1227, "may not run DDL (CREATE, ALTER, DROP, RENAME, TRUNCATE) (its user_list entry sets no_ddl or read_only)")
+	}
+	if got := queryCol(t, ks, "SELECT COUNT(*) FROM pol_t"); len(got) != 1 || got[0] != "2" {
+		t.Fatalf("rows after the refusals: %v, want 2", got)
+	}
+}

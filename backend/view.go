@@ -1,0 +1,80 @@
+package backend
+
+// As returns a view of n that reaches n's servers as another backend user
+// (a user_list entry's backend_user): pools of its own, sized and set up
+// as n's, that share n's health state and statement counts (one state per
+// server, checked by n alone) and follow n's replica list and read choice.
+// The view's pool for a replica is made on the first read sent there.
+// Close the view before or with n.
+func (n *Node) As(user, password string) *Node {
+	v := &Node{Name: n.Name, opts: n.opts, base: n, checkers: map[*Pool]chan struct{}{}}
+	v.opts.Pool.User, v.opts.Pool.Password = user, password
+	empty := map[*Pool]*Pool{}
+	v.views.Store(&empty)
+	none := []*Replica{}
+	v.replicas.Store(&none)
+	v.Master = v.own(n.Master)
+	return v
+}
+
+// Base is the node a view (As) stands for; n itself for a node.
+func (n *Node) Base() *Node {
+	if n.base != nil {
+		return n.base
+	}
+	return n
+}
+
+// own returns the view's pool for bp, one of the base node's pools.
+func (n *Node) own(bp *Pool) *Pool {
+	if bp == nil {
+		return nil
+	}
+	if p := (*n.views.Load())[bp]; p != nil {
+		return p
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cur := *n.views.Load()
+	if p := cur[bp]; p != nil {
+		return p
+	}
+	if n.closed {
+		return nil
+	}
+	next := make(map[*Pool]*Pool, len(cur)+1)
+	for b, p := range cur {
+		if b.closed.Load() { // a replica the base node dropped
+			p.Close()
+			continue
+		}
+		next[b] = p
+	}
+	o := bp.opts
+	o.User, o.Password = n.opts.Pool.User, n.opts.Pool.Password
+	p := NewPool(n.Name, bp.addr, o)
+	p.health, p.stmts, p.standsFor = bp.health, bp.stmts, bp
+	next[bp] = p
+	n.views.Store(&next)
+	return p
+}
+
+// viewPools are a view's pools, master first.
+func (n *Node) viewPools() []*Pool {
+	out := []*Pool{n.Master}
+	for b, p := range *n.views.Load() {
+		if b != n.base.Master {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// viewRead is ReadPool for a view: the base node's choice, as the view's
+// pool.
+func (n *Node) viewRead(skip *Pool) *Pool {
+	if skip != nil && skip.standsFor != nil {
+		skip = skip.standsFor
+	}
+	return n.own(n.base.ReadPool(skip))
+}
