@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"net"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Failed logins: each is logged (at most loginLogPerSecond lines a second,
@@ -100,4 +103,43 @@ func (l *loginFailures) logLine() (ok bool, suppressed int) {
 	l.logged++
 	suppressed, l.suppressed = l.suppressed, 0
 	return true, suppressed
+}
+
+// loginFailed counts and logs a failed login of user from host on one
+// interface ("sql" or "web": l is that interface's table) and returns how
+// long its answer waits.
+func (s *Server) loginFailed(l *loginFailures, iface, user, host, reason string) time.Duration {
+	cfg := s.Config()
+	n, delay := l.failed(host, cfg.LoginLockoutFailures, cfg.LoginLockoutTime.D())
+	if ok, suppressed := l.logLine(); ok {
+		s.log.Warn("login failed", zap.String("interface", iface), zap.String("user", echoName(user)), zap.String("client", host),
+			zap.String("reason", reason), zap.Int("failures_from_client", n), zap.Duration("answer_delay", delay),
+			zap.Int("not_logged_before", suppressed))
+	}
+	return delay
+}
+
+// WebLoginFailed records a failed basic-auth login on the web port from
+// remote (host:port) and returns how long the answer must wait: as on the
+// SQL port, logged at a bounded rate, slowed from the third failure, and
+// locked out with login_lockout_failures.
+func (s *Server) WebLoginFailed(remote, user string) time.Duration {
+	s.metrics.rejected("web_auth").Inc()
+	return s.loginFailed(&s.webFails, "web", user, hostOf(remote), "wrong web_user or web_password")
+}
+
+// WebLoginOK clears remote's failed web logins.
+func (s *Server) WebLoginOK(remote string) { s.webFails.succeeded(hostOf(remote)) }
+
+// WebLockedFor returns how long remote is still locked out of the web
+// port (0: not).
+func (s *Server) WebLockedFor(remote string) time.Duration {
+	return s.webFails.lockedFor(hostOf(remote))
+}
+
+func hostOf(remote string) string {
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
 }

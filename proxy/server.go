@@ -55,6 +55,7 @@ type Server struct {
 	userConns  sync.Map      // user -> *atomic.Int64: open sessions (max_connections of user_list)
 	unauth     hostCount     // connections not logged in yet, by client address
 	loginFails loginFailures // failed logins, by client address
+	webFails   loginFailures // failed basic-auth logins on the web port
 
 	baseState *backend.State
 	states    sync.Map          // collation id -> *backend.State
@@ -432,13 +433,7 @@ func (s *Server) handle(nc net.Conn) {
 		if errors.As(err, &pe) || errors.As(err, &be) || isMyError(err) {
 			if pe != nil && pe.kind == errAccessDenied {
 				s.metrics.rejected("auth").Inc()
-				n, delay := s.loginFails.failed(host, cfg.LoginLockoutFailures, cfg.LoginLockoutTime.D())
-				if ok, suppressed := s.loginFails.logLine(); ok {
-					s.log.Warn("login failed", zap.String("user", echoName(sess.loginUser)), zap.String("client", host),
-						zap.String("reason", pe.Error()), zap.Int("failures_from_client", n), zap.Duration("answer_delay", delay),
-						zap.Int("not_logged_before", suppressed))
-				}
-				time.Sleep(delay)
+				time.Sleep(s.loginFailed(&s.loginFails, "sql", sess.loginUser, host, pe.Error()))
 			}
 			sess.writeError(err)
 			_ = sess.pkt.Flush()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/proxy"
@@ -246,10 +247,19 @@ func authorized(srv *proxy.Server, w http.ResponseWriter, r *http.Request) bool 
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": "the REST API is off: set web_user and web_password in ks.yaml"})
 		return false
 	}
+	if d := srv.WebLockedFor(r.RemoteAddr); d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(d.Round(time.Second)/time.Second)))
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "this address is locked out after failed logins (login_lockout_failures); retry in " + d.Round(time.Second).String()})
+		return false
+	}
 	u, p, ok := r.BasicAuth()
 	if ok && subtle.ConstantTimeCompare([]byte(u), []byte(c.WebUser)) == 1 &&
 		subtle.ConstantTimeCompare([]byte(p), []byte(c.WebPassword)) == 1 {
+		srv.WebLoginOK(r.RemoteAddr)
 		return true
+	}
+	if ok { // wrong credentials; none at all is a browser's first try
+		time.Sleep(srv.WebLoginFailed(r.RemoteAddr, u))
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="keyshard"`)
 	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})

@@ -483,3 +483,63 @@ func TestUserPolicies(t *testing.T) {
 		t.Fatalf("rows after the refusals: %v, want 2", got)
 	}
 }
+
+// Failed basic-auth logins on the web port are slowed, logged and locked
+// out as the SQL port's are; a request without credentials (a browser's
+// first try) is not a failure.
+func TestWebLoginThrottle(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%")+"web_user: admin\nweb_password: webpw\nlogin_lockout_failures: 4\nlogin_lockout_time: 2s\n")
+	get := func(user, pw string) (int, time.Duration) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", p.Web+"/api/v1/proxy/allow_ips", nil)
+		if user != "" {
+			req.SetBasicAuth(user, pw)
+		}
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, time.Since(start)
+	}
+	for range 5 {
+		if code, _ := get("", ""); code != http.StatusUnauthorized {
+			t.Fatalf("no credentials: %d, want 401", code)
+		}
+	}
+	var took time.Duration
+	for i := range 3 {
+		code, d := get("admin", "guess")
+		if code != http.StatusUnauthorized {
+			t.Fatalf("wrong password: %d, want 401", code)
+		}
+		took = d
+		if i == 0 && d > time.Second {
+			t.Fatalf("the first failure took %s: requests without credentials were counted", d)
+		}
+	}
+	if took < 200*time.Millisecond {
+		t.Fatalf("the third wrong password was answered after %s, want at least 250ms", took)
+	}
+	if code, _ := get("admin", "webpw"); code != http.StatusOK {
+		t.Fatalf("right password: %d", code)
+	}
+	// The success cleared the count: four more failures lock the address.
+	for range 4 {
+		if code, _ := get("admin", "guess"); code != http.StatusUnauthorized {
+			t.Fatalf("wrong password: %d, want 401", code)
+		}
+	}
+	if code, _ := get("admin", "webpw"); code != http.StatusTooManyRequests {
+		t.Fatalf("right password from a locked-out address: %d, want 429", code)
+	}
+	// The SQL port keeps its own count.
+	if got := queryCol(t, p.open(t, "ks:ks", "", ""), "SELECT 1"); len(got) != 1 {
+		t.Fatalf("SQL login: %v", got)
+	}
+	waitFor(t, "the web lockout to end", func() bool { code, _ := get("admin", "webpw"); return code == http.StatusOK })
+	if got := metricValue(scrape(t, p), `keyshard_client_connections_rejected_total{reason="web_auth"}`); got != 7 {
+		t.Errorf("failed web logins counted: %v, want 7", got)
+	}
+}
