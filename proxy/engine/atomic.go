@@ -135,7 +135,12 @@ func execAll(conns []*backend.Conn, step string, q func(i int) string) error {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		if err != nil {
+		var be *backend.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &be): // names its node already
+			return err
+		default:
 			return fmt.Errorf("node %s: %w", conns[i].Node(), err)
 		}
 	}

@@ -7,11 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
 // Clients that never log in cost keyshard what they sent, not what they
@@ -541,5 +544,68 @@ func TestWebLoginThrottle(t *testing.T) {
 	waitFor(t, "the web lockout to end", func() bool { code, _ := get("admin", "webpw"); return code == http.StatusOK })
 	if got := metricValue(scrape(t, p), `keyshard_client_connections_rejected_total{reason="web_auth"}`); got != 7 {
 		t.Errorf("failed web logins counted: %v, want 7", got)
+	}
+}
+
+// When a transaction's backend connection dies (here a branch of a
+// transaction over two nodes, killed on node2), the next command gets one
+// error packet naming the node, and nothing after it: the client's
+// connection then ends (the transaction is gone) or, after a failed
+// COMMIT that rolled back every node, goes on.
+func TestLostBranchOneError(t *testing.T) {
+	setupShardDB(t)
+	p := startProxy(t, shardYAML("%ADDR%"))
+	mustExec(t, p.open(t, "ks:ks", "shard_e2e", ""), "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32) NOT NULL DEFAULT '', n INT NOT NULL DEFAULT 0)")
+	node2 := direct(t, basePort+1, "")
+	for i, c := range []struct {
+		stmt, want string
+		ends       bool
+	}{
+		{"SELECT * FROM sh_user", "node node2 (127.0.0.1:", true},
+		{"UPDATE sh_user SET n = n + 1", "keyshard: node node2 (127.0.0.1:", true},
+		{"SELECT * FROM sh_user WHERE id = 5", "node node2 (127.0.0.1:", true},
+		{"COMMIT", "the transaction was rolled back on every node", false},
+	} {
+		cl := goMySQL(t, p.Addr)
+		if _, err := cl.Execute("USE shard_e2e"); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{"BEGIN", fmt.Sprintf("INSERT INTO sh_user (id) VALUES (%d), (%d)", 100*i+1, 100*i+5)} {
+			if _, err := cl.Execute(q); err != nil {
+				t.Fatal(q, err)
+			}
+		}
+		// The branch's thread on node2 (InnoDB refreshes this table at
+		// most every 100 ms: wait for the new transaction to show).
+		var tid string
+		waitFor(t, "the branch on node2", func() bool {
+			time.Sleep(150 * time.Millisecond)
+			live := queryCol(t, node2, "SELECT id FROM information_schema.processlist")
+			for _, id := range queryCol(t, node2, "SELECT trx_mysql_thread_id FROM information_schema.innodb_trx") {
+				if id != tid && slices.Contains(live, id) {
+					tid = id
+					return true
+				}
+			}
+			return false
+		})
+		mustExec(t, node2, "KILL "+tid)
+		pk := command(t, cl, append([]byte{mysql.COM_QUERY}, c.stmt...)...)
+		if pk[0] != 0xff || !strings.Contains(string(pk), c.want) {
+			t.Fatalf("%s: answer %q, want one error containing %q", c.stmt, pk, c.want)
+		}
+		_ = cl.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		extra, err := cl.ReadPacket()
+		switch {
+		case err == nil:
+			t.Fatalf("%s: a second packet after the error: %q", c.stmt, extra)
+		case c.ends && !strings.Contains(err.Error(), "EOF"):
+			t.Fatalf("%s: the connection should end after the lost transaction: %v", c.stmt, err)
+		case !c.ends && !strings.Contains(err.Error(), "timeout"):
+			t.Fatalf("%s: the connection should go on: %v", c.stmt, err)
+		}
+	}
+	if got := queryCol(t, p.open(t, "ks:ks", "shard_e2e", ""), "SELECT COUNT(*) FROM sh_user"); len(got) != 1 || got[0] != "0" {
+		t.Fatalf("rows of the lost transactions: %v, want none", got)
 	}
 }
