@@ -1,11 +1,5 @@
-// Command keyshard is the MySQL sharding proxy.
-//
-//	keyshard -config etc/ks.yaml     serve
-//	keyshard -version                print the version
-//	keyshard check-config FILE       validate a config file and exit
-//
-// SIGTERM/SIGINT drain and stop; SIGHUP reloads the config file (validated
-// first: an invalid file changes nothing and is logged).
+// Command keyshard is the MySQL sharding proxy; `keyshard help` says how
+// to run it.
 package main
 
 import (
@@ -13,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/keyshard/keyshard/etc"
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/admin"
 	"github.com/keyshard/keyshard/proxy/config"
@@ -34,44 +30,88 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
-	if len(args) > 0 && args[0] == "check-config" {
-		if len(args) != 2 {
-			fmt.Fprintln(os.Stderr, "usage: keyshard check-config FILE")
-			return 2
+const usage = `keyshard, a MySQL sharding proxy
+
+Usage:
+  keyshard [flags]                   serve (the default)
+  keyshard check-config [-h] FILE    validate a config file; exit 0 if it is good
+  keyshard version                   print the version
+  keyshard help [config]             this text; with config, every ks.yaml key documented
+
+Flags (kingshard's are accepted):
+  -config FILE       the config file (default etc/ks.yaml)
+  -log-level LEVEL   debug, info, warn or error: overrides log_level
+  -version, -v       print the version and exit
+  -h, -help          this text
+
+Signals:
+  SIGHUP             reload the config file (an invalid file changes nothing)
+  SIGTERM, SIGINT    stop taking connections, let sessions finish their
+                     statements for up to shutdown_timeout, then stop
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "check-config":
+			return checkConfig(args[1:], stdout, stderr)
+		case "version":
+			fmt.Fprintln(stdout, "keyshard", version)
+			return 0
+		case "help":
+			if len(args) > 1 && args[1] == "config" {
+				fmt.Fprint(stdout, etc.KSYAML)
+				return 0
+			}
+			fmt.Fprint(stdout, usage)
+			return 0
 		}
-		_, warnings, err := config.Load(args[1])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		for _, w := range warnings {
-			fmt.Fprintln(os.Stderr, "warning:", w)
-		}
-		fmt.Printf("%s: ok\n", args[1])
-		return 0
+		fmt.Fprintf(stderr, "keyshard: unknown command %q\n\n%s", args[0], usage)
+		return 2
 	}
 	fs := flag.NewFlagSet("keyshard", flag.ContinueOnError)
-	cfgPath := fs.String("config", "etc/ks.yaml", "path to ks.yaml")
-	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "etc/ks.yaml", "")
+	logLevel := fs.String("log-level", "", "")
+	showVersion := fs.Bool("version", false, "")
+	fs.BoolVar(showVersion, "v", false, "")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "keyshard: %v\n\n%s", err, usage)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "keyshard: unexpected %q after the flags\n\n%s", fs.Arg(0), usage)
 		return 2
 	}
 	if *showVersion {
-		fmt.Println("keyshard", version)
+		fmt.Fprintln(stdout, "keyshard", version)
 		return 0
+	}
+	if *logLevel != "" {
+		var lvl zapcore.Level
+		if err := lvl.UnmarshalText([]byte(strings.ToLower(*logLevel))); err != nil {
+			fmt.Fprintf(stderr, "keyshard: -log-level %q: want debug, info, warn or error\n", *logLevel)
+			return 2
+		}
 	}
 	cfg, warnings, err := config.Load(*cfgPath)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if *logLevel != "" {
+		cfg.LogLevel = *logLevel
 	}
 	log, err := newLogger(cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer func() { _ = log.Sync() }()
@@ -156,6 +196,29 @@ func run(args []string) int {
 			return 0
 		}
 	}
+}
+
+// checkConfig is `keyshard check-config [-h] FILE`.
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	const use = "usage: keyshard check-config FILE\n\nValidates FILE as keyshard would load it: prints \"FILE: ok\" and\nits warnings, or its problems (with line numbers) and exits 1.\n"
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, use)
+		return 0
+	}
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(stderr, use)
+		return 2
+	}
+	_, warnings, err := config.Load(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", args[0])
+	return 0
 }
 
 func uniq(addrs ...string) []string {
