@@ -23,6 +23,8 @@ ulimit -n 8192 || true
 {
 	one_node_yaml 127.0.0.1:23495
 	echo "web_addr: 127.0.0.1:23494"
+	echo "web_user: bench"
+	echo "web_password: bench"
 	echo "max_connections: 0"
 } >"$WORK/ks-old.yaml"
 {

@@ -212,6 +212,8 @@ if [[ $SELF_TEST != 1 ]]; then
 # Written by bench/run.sh: one unsharded node, everything goes to node1.
 addr: $KS_ADDR
 web_addr: $WEB_ADDR
+web_user: bench
+web_password: bench
 log_level: warn
 log_sql: off
 user_list:
@@ -259,7 +261,7 @@ EOF
 		((SECONDS < deadline)) || die "keyshard not serving on $KS_ADDR after 30s (log: $WORK/keyshard.log)"
 		sleep 0.2
 	done
-	log "keyshard pid $KS_PID on $KS_ADDR${WEB_ADDR:+ (pprof: http://$WEB_ADDR/debug/pprof/)}"
+	log "keyshard pid $KS_PID on $KS_ADDR${WEB_ADDR:+ (pprof: http://bench:bench@$WEB_ADDR/debug/pprof/)}"
 fi
 [[ $SELF_TEST != 1 ]] || REF=none
 

@@ -79,7 +79,7 @@ func main() {
 func heapInuse(web string) float64 {
 	// A heap profile with gc=1 runs a collection first: what is in use
 	// then is what is held, not garbage not yet collected.
-	if resp, err := http.Get("http://" + web + "/debug/pprof/heap?gc=1"); err == nil {
+	if resp, err := http.Get("http://bench:bench@" + web + "/debug/pprof/heap?gc=1"); err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}

@@ -142,7 +142,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var https []*http.Server
 	admin.EnableContentionProfiles()
 	for _, addr := range uniq(cfg.WebAddr, cfg.PrometheusAddr) {
-		h := admin.Handler(srv.Metrics().Registry, func() error { return nil })
+		h := admin.Handler(srv, func() error { return nil })
 		if addr == cfg.WebAddr {
 			admin.REST(h, srv)
 		}

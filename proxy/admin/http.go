@@ -10,7 +10,8 @@ import (
 	"net/http/pprof"
 	"runtime"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -23,16 +24,28 @@ func EnableContentionProfiles() {
 	runtime.SetBlockProfileRate(1_000_000)
 }
 
-// Handler returns the admin mux. health reports whether keyshard can serve
-// (nil) or why not. Mount the REST API on it with REST.
-func Handler(reg *prometheus.Registry, health func() error) *http.ServeMux {
+// Handler returns the admin mux of srv. health reports whether keyshard
+// can serve (nil) or why not. /metrics asks for the web credentials with
+// web_metrics_auth, pprof unless web_pprof_auth is false (read at each
+// request: a reload applies). Mount the REST API on it with REST.
+func Handler(srv *proxy.Server, health func() error) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	gated := func(on func(*config.Config) bool, h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if on(srv.Config()) && !authorized(srv, w, r) {
+				return
+			}
+			h(w, r)
+		}
+	}
+	metricsAuth := func(c *config.Config) bool { return c.WebMetricsAuth != nil && *c.WebMetricsAuth }
+	pprofAuth := func(c *config.Config) bool { return c.WebPprofAuth == nil || *c.WebPprofAuth }
+	mux.Handle("/metrics", gated(metricsAuth, promhttp.HandlerFor(srv.Metrics().Registry, promhttp.HandlerOpts{}).ServeHTTP))
+	mux.HandleFunc("/debug/pprof/", gated(pprofAuth, pprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", gated(pprofAuth, pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", gated(pprofAuth, pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", gated(pprofAuth, pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", gated(pprofAuth, pprof.Trace))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := health(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

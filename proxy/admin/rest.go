@@ -244,7 +244,8 @@ func bind(r *http.Request, v any) error {
 func authorized(srv *proxy.Server, w http.ResponseWriter, r *http.Request) bool {
 	c := srv.Config()
 	if c.WebUser == "" {
-		writeJSON(w, http.StatusForbidden, map[string]string{"error": "the REST API is off: set web_user and web_password in ks.yaml"})
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "this needs web_user and web_password, which ks.yaml does not set " +
+			"(the REST API is off; pprof opens without them with web_pprof_auth: false)"})
 		return false
 	}
 	if d := srv.WebLockedFor(r.RemoteAddr); d > 0 {

@@ -25,7 +25,12 @@ type Config struct {
 	AllowIPs       string       `yaml:"allow_ips"`     // comma-separated IPs and CIDRs
 	// WebAllowIPs: who may reach web_addr (REST, /metrics, pprof,
 	// /healthz); empty: allow_ips.
-	WebAllowIPs      string         `yaml:"web_allow_ips"`
+	WebAllowIPs string `yaml:"web_allow_ips"`
+	// WebMetricsAuth: /metrics asks for web_user/web_password (default
+	// false: Prometheus scrapes without); WebPprofAuth: /debug/pprof/ does
+	// (default true).
+	WebMetricsAuth   *bool          `yaml:"web_metrics_auth"`
+	WebPprofAuth     *bool          `yaml:"web_pprof_auth"`
 	BlacklistSQLFile string         `yaml:"blacklist_sql_file"`
 	ProxyCharset     string         `yaml:"proxy_charset"` // default utf8mb4
 	Nodes            []NodeConfig   `yaml:"nodes"`

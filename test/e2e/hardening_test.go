@@ -609,3 +609,42 @@ func TestLostBranchOneError(t *testing.T) {
 		t.Fatalf("rows of the lost transactions: %v, want none", got)
 	}
 }
+
+// pprof asks for the web credentials unless web_pprof_auth is false;
+// /metrics does with web_metrics_auth; /healthz never does.
+func TestWebEndpointAuth(t *testing.T) {
+	get := func(p *testProxy, path, user, pw string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", p.Web+path, nil)
+		if user != "" {
+			req.SetBasicAuth(user, pw)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	web := "web_user: admin\nweb_password: webpw\n"
+	for _, c := range []struct {
+		yaml, path, user string
+		want             int
+	}{
+		{web, "/debug/pprof/", "", http.StatusUnauthorized},
+		{web, "/debug/pprof/cmdline", "", http.StatusUnauthorized},
+		{web, "/debug/pprof/", "admin", http.StatusOK},
+		{web, "/metrics", "", http.StatusOK},
+		{web, "/healthz", "", http.StatusOK},
+		{web + "web_metrics_auth: true\n", "/metrics", "", http.StatusUnauthorized},
+		{web + "web_metrics_auth: true\n", "/metrics", "admin", http.StatusOK},
+		{web + "web_pprof_auth: false\n", "/debug/pprof/", "", http.StatusOK},
+		{"", "/debug/pprof/", "", http.StatusForbidden}, // no credentials set: pprof is off
+		{"web_pprof_auth: false\n", "/debug/pprof/", "", http.StatusOK},
+	} {
+		p := startProxy(t, baseYAML("%ADDR%")+c.yaml)
+		if got := get(p, c.path, c.user, "webpw"); got != c.want {
+			t.Errorf("%q with %q, user %q: %d, want %d", c.path, c.yaml, c.user, got, c.want)
+		}
+	}
+}

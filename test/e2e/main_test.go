@@ -159,7 +159,7 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 		t.Fatal(err)
 	}
 	srv.SetAdmin(admin.SQL(srv))
-	mux := admin.Handler(srv.Metrics().Registry, func() error { return nil })
+	mux := admin.Handler(srv, func() error { return nil })
 	admin.REST(mux, srv)
 	web := httptest.NewServer(admin.Guard(srv.WebAllowed, mux))
 	t.Cleanup(web.Close)
