@@ -220,6 +220,12 @@ func (p *Pool) Probe(ctx context.Context) (string, error) {
 // the warm set in the background. It never fails: a dead backend shows up
 // as errors from Get.
 func NewPool(node, addr string, opts Options) *Pool {
+	return newPool(node, addr, opts, nil)
+}
+
+// newPool is NewPool for a view's pool when standsFor is set: it shares
+// standsFor's health state and statement counts.
+func newPool(node, addr string, opts Options, standsFor *Pool) *Pool {
 	opts.withDefaults()
 	p := &Pool{
 		node:      node,
@@ -230,6 +236,10 @@ func NewPool(node, addr string, opts Options) *Pool {
 		stop:      make(chan struct{}),
 		health:    &health{},
 		stmts:     &Latency{},
+		standsFor: standsFor,
+	}
+	if standsFor != nil {
+		p.health, p.stmts = standsFor.health, standsFor.stmts
 	}
 	if p.baseState == nil {
 		p.baseState = NewState(opts.Charset, opts.Collation)
@@ -482,6 +492,11 @@ func (p *Pool) maintain() {
 		case <-p.stop:
 			return
 		case <-tick.C:
+			if p.standsFor != nil && p.standsFor.closed.Load() {
+				// A view's pool for a replica its node dropped.
+				go p.Close()
+				return
+			}
 			p.reap()
 			p.fill()
 		}

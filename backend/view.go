@@ -52,8 +52,7 @@ func (n *Node) own(bp *Pool) *Pool {
 	}
 	o := bp.opts
 	o.User, o.Password = n.opts.Pool.User, n.opts.Pool.Password
-	p := NewPool(n.Name, bp.addr, o)
-	p.health, p.stmts, p.standsFor = bp.health, bp.stmts, bp
+	p := newPool(n.Name, bp.addr, o, bp)
 	next[bp] = p
 	n.views.Store(&next)
 	return p

@@ -1,6 +1,9 @@
 package backend
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // A view reaches the base node's servers with its own credentials and
 // pools, and follows the base node's health, read choice and counts.
@@ -46,4 +49,28 @@ func TestNodeView(t *testing.T) {
 	if p := v.own(reps[1].Pool); p != nil {
 		t.Fatal("a closed view made a pool")
 	}
+}
+
+// A view's pool for a replica the base node dropped closes by itself.
+func TestNodeViewDroppedReplica(t *testing.T) {
+	n := testNode(t, false, ReplicaAddr{"127.0.0.1:2", 1})
+	v := n.As("reader", "pw")
+	defer v.Close()
+	p := v.ReadPool(nil)
+	if p == nil || p.standsFor != n.Replicas()[0].Pool {
+		t.Fatalf("read pool %v", p)
+	}
+	n.SetReplicas(nil)
+	waitUntil(t, func() bool { return p.closed.Load() })
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 100 {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("timed out")
 }

@@ -19,8 +19,9 @@ import (
 // WHERE 1=1, and the statement inside a batch, a PREPARE or an EXECUTE
 // IMMEDIATE. Immutable; changes build a new one.
 type blacklist struct {
-	sqls []string            // as the operator wrote them, in order
-	keys map[string]struct{} // blackKey of each
+	sqls  []string            // as the operator wrote them, in order
+	keys  map[string]struct{} // blackKey of each
+	kinds [32]bool            // router.Classify kinds of the entries
 }
 
 // blackKey is the form an entry is matched in: its first statement's
@@ -48,10 +49,11 @@ func newBlacklist(sqls []string) *blacklist {
 			continue
 		}
 		k := blackKey(p, q)
-		if _, dup := b.keys[k]; dup {
-			continue
+		if _, dup := b.keys[k]; dup || k == "" || router.Classify(q).Flags&router.FlagMulti != 0 {
+			continue // one statement per entry (see with)
 		}
 		b.keys[k] = struct{}{}
+		b.kinds[router.Classify(q).Kind%32] = true
 		b.sqls = append(b.sqls, q)
 	}
 	return b
@@ -84,20 +86,39 @@ func loadBlacklist(path string) (*blacklist, error) {
 	return newBlacklist(sqls), sc.Err()
 }
 
+// empty reports whether the list has no entry.
+func (b *blacklist) empty() bool { return len(b.keys) == 0 }
+
+// mayMatch reports whether sql (classified as info) needs checking: not
+// with an empty list, nor for a single statement of a kind no entry has
+// (a batch, PREPARE, EXECUTE, SET (STATEMENT ... FOR), a statement the
+// classifier cannot name or one with comments is always checked).
+func (b *blacklist) mayMatch(sql string, info router.Info) bool {
+	if len(b.keys) == 0 {
+		return false
+	}
+	switch info.Kind {
+	case router.KindOther, router.KindSet, router.KindPrepare, router.KindExecute, router.KindBegin:
+		return true
+	}
+	return b.kinds[info.Kind%32] || info.Flags&router.FlagMulti != 0 || strings.Contains(sql, "/*")
+}
+
 // check refuses sql, run in database db, if one of its statements matches
-// an entry, and a statement whose text cannot be seen (PREPARE ... FROM
-// @var, EXECUTE IMMEDIATE of an expression) while the list has entries. An
-// empty list costs nothing; p is made on first use.
-func (b *blacklist) check(p func() *router.Parser, sql, db string) error {
+// an entry, and a statement whose text cannot be seen (PREPARE or EXECUTE
+// IMMEDIATE of anything but one string literal, a compound statement)
+// while the list has entries.
+func (b *blacklist) check(p *router.Parser, sql, db string) error {
 	if len(b.keys) == 0 {
 		return nil
 	}
-	hit, err := p().Canonical(sql, db, func(f string) bool { _, ok := b.keys[f]; return ok })
+	hit, err := p.Canonical(sql, db, func(f string) bool { _, ok := b.keys[f]; return ok })
 	switch {
 	case errors.Is(err, router.ErrUncheckable):
 		return newErr(errNotSupported, "keyshard: the SQL blacklist (blacklist_sql_file) is on, and this statement's text "+
-			"cannot be checked against it (PREPARE ... FROM a variable, EXECUTE IMMEDIATE of an expression): %s; "+
-			"give the text as a string literal or prepare it with the binary protocol", clip(sql))
+			"cannot be checked against it (PREPARE or EXECUTE IMMEDIATE of anything but one string literal, a compound "+
+			"statement): %s; give the text as one string literal, prepare it with the binary protocol, or send the "+
+			"compound statement's parts one by one", clip(sql))
 	case hit:
 		return blacklisted(sql)
 	}
@@ -106,7 +127,7 @@ func (b *blacklist) check(p func() *router.Parser, sql, db string) error {
 
 // with returns a copy with sql added (ok false if it was there).
 func (b *blacklist) with(sql string) (*blacklist, bool) {
-	if _, ok := b.keys[blackKey(nil, sql)]; ok {
+	if _, ok := b.keys[blackKey(nil, sql)]; ok || router.Classify(sql).Flags&router.FlagMulti != 0 {
 		return b, false
 	}
 	return newBlacklist(append(append([]string(nil), b.sqls...), sql)), true

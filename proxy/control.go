@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/router"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
 )
@@ -253,10 +254,14 @@ func (s *Server) SetSlowLogTime(ms int) error {
 func (s *Server) BlackSQLs() []string { return slices.Clone(s.black.Load().sqls) }
 
 // AddBlackSQL adds a statement to the SQL blacklist: statements of the
-// same shape (any literal values) are refused from the next statement on.
+// same canonical form (any literal values, spelling of names...) are
+// refused from the next statement on.
 func (s *Server) AddBlackSQL(sql string) error {
 	if strings.TrimSpace(sql) == "" {
 		return adminArg("keyshard: empty blacklist entry")
+	}
+	if router.Classify(sql).Flags&router.FlagMulti != 0 {
+		return adminArg("keyshard: a blacklist entry is one statement; add %q as one entry per statement", sql)
 	}
 	return s.setBlack(func(b *blacklist) (*blacklist, error) {
 		nb, ok := b.with(sql)

@@ -265,6 +265,11 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		}
 		return s.writeUseOK()
 	case mysql.COM_FIELD_LIST, mysql.COM_STATISTICS, mysql.COM_REFRESH, mysql.COM_DEBUG:
+		if (cmd == mysql.COM_REFRESH || cmd == mysql.COM_DEBUG) && s.deny&router.DenyAdmin != 0 {
+			// FLUSH and RESET MASTER (COM_REFRESH), a server dump
+			// (COM_DEBUG): server administration.
+			return s.fail(s.denied("COM_REFRESH/COM_DEBUG", router.DenyAdmin))
+		}
 		// To the pinned connection or the default node, where the server
 		// checks the privileges they need (RELOAD, SUPER).
 		return s.eng.Forward(nil, p, nil, nil)
@@ -379,7 +384,7 @@ func (s *Session) query(p []byte) error {
 	}
 	s.tr.entry = s.digestOf(sql, s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0)
 	s.tr.mark(digest.Parse)
-	if err := s.srv.black.Load().check(s.getParser, sql, s.vars.DB); err != nil {
+	if err := s.checkBlack(sql, info); err != nil {
 		return s.fail(err)
 	}
 	if err := s.mayRun(sql, info); err != nil {
@@ -733,13 +738,55 @@ func (s *Session) sessionValues() router.SessionValues {
 // server administration unless server_admin (or an admin user: root,
 // admin_users), DDL with no_ddl, anything but reads with read_only.
 func (s *Session) mayRun(sql string, info router.Info) error {
+	if s.deny == 0 {
+		return nil
+	}
+	sql, info = s.asServerReads(sql, info)
 	if !router.MaybeDenied(sql, info, s.deny) {
 		return nil // the common statements: no parser made for them
 	}
-	class, d := s.getParser().Denied(sql, info, s.deny)
-	if class == "" {
+	if class, d := s.getParser().Denied(sql, info, s.deny); class != "" {
+		return s.denied(class, d)
+	}
+	return nil
+}
+
+// checkBlack applies the SQL blacklist to sql (classified as info).
+func (s *Session) checkBlack(sql string, info router.Info) error {
+	b := s.srv.black.Load()
+	if b.empty() {
 		return nil
 	}
+	sql, info = s.asServerReads(sql, info)
+	if !b.mayMatch(sql, info) {
+		return nil
+	}
+	return b.check(s.getParser(), sql, s.vars.DB)
+}
+
+// asServerReads returns sql as keyshard's lexers must read it to see the
+// statements the server sees: with NO_BACKSLASH_ESCAPES on, a backslash
+// is a plain character (they assume escapes), so it is doubled.
+func (s *Session) asServerReads(sql string, info router.Info) (string, router.Info) {
+	if strings.IndexByte(sql, '\\') >= 0 && s.noBackslashEscapes() {
+		sql = strings.ReplaceAll(sql, `\`, `\\`)
+		info = router.Classify(sql)
+	}
+	return sql, info
+}
+
+// noBackslashEscapes reports whether the session's sql_mode has
+// NO_BACKSLASH_ESCAPES (as set through keyshard, or as its backend says).
+func (s *Session) noBackslashEscapes() bool {
+	if s.lease.Status()&mysql.SERVER_STATUS_NO_BACKSLASH_ESCAPED != 0 {
+		return true
+	}
+	v, ok := s.vars.State.Get("sql_mode")
+	return ok && containsFold(v, "no_backslash_escapes")
+}
+
+// denied is the 1227 error for class, of the user's denied classes d.
+func (s *Session) denied(class string, d router.Deny) error {
 	priv, why := "server_admin", "server_admin: true in its user_list entry allows it"
 	switch d {
 	case router.DenyDDL:

@@ -122,7 +122,7 @@ const maxSessionStmts = 16382
 func (s *Session) stmtPrepare(p []byte) error {
 	sql := string(p[1:])
 	info := router.Classify(sql)
-	if err := s.srv.black.Load().check(s.getParser, sql, s.vars.DB); err != nil {
+	if err := s.checkBlack(sql, info); err != nil {
 		return s.fail(err)
 	}
 	if err := s.mayRun(sql, info); err != nil {

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -9,11 +8,6 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
 )
-
-// ErrUncheckable is returned by Canonical for a statement whose text is
-// not in the statement itself: PREPARE ... FROM @var, EXECUTE IMMEDIATE
-// with anything but a string literal.
-var ErrUncheckable = errors.New("the statement's text is not in it")
 
 // Canonical calls fn with the canonical forms of each statement of sql (the
 // SQL blacklist's matching key), until fn returns true. Each statement of a
@@ -30,58 +24,32 @@ var ErrUncheckable = errors.New("the statement's text is not in it")
 // entry names a table either way. Text the parser cannot read falls back
 // to its shape (Normalize), one form per statement.
 func (p *Parser) Canonical(sql, db string, fn func(form string) bool) (bool, error) {
-	sql = openExecComments(sql)
-	stmts, err := p.Parse(sql)
-	if err != nil {
-		parts := splitStatements(sql)
-		if len(parts) <= 1 {
-			return p.canonicalText(sql, db, fn)
-		}
-		for _, part := range parts {
-			if hit, err := p.Canonical(part, db, fn); hit || err != nil {
-				return hit, err
-			}
-		}
-		return false, nil
+	open := openExecComments(sql, true)
+	if hit, err := p.canonical(open, db, fn); hit || err != nil {
+		return hit, err
 	}
-	// A PREPARE's text is parsed with the same parser, which reuses the
-	// slice it returned.
-	for _, st := range append([]ast.StmtNode(nil), stmts...) {
-		if hit, err := p.canonicalStmt(st, db, fn); hit || err != nil {
-			return hit, err
-		}
+	// The server skips a versioned comment newer than itself: match the
+	// statement without them too.
+	if closed := openExecComments(sql, false); closed != open {
+		return p.canonical(closed, db, fn)
 	}
 	return false, nil
 }
 
-// canonicalText handles one statement the parser cannot read: EXECUTE
-// IMMEDIATE (MariaDB's), else the shape.
-func (p *Parser) canonicalText(sql, db string, fn func(string) bool) (bool, error) {
-	sql = strings.TrimSpace(sql)
-	if rest, ok := cutWordFold(sql, "execute"); ok {
-		if rest, ok := cutWordFold(rest, "immediate"); ok {
-			rest = strings.TrimSpace(rest)
-			if rest == "" || rest[0] != '\'' && rest[0] != '"' {
-				return false, ErrUncheckable
-			}
-			end := skipQuoted(rest, 0, rest[0])
-			return p.Canonical(unquote(rest[:end]), db, fn)
+func (p *Parser) canonical(sql, db string, fn func(string) bool) (bool, error) {
+	return p.walkStatements(sql, func(st ast.StmtNode, text string) bool {
+		if st == nil {
+			shape, _ := Normalize(strings.TrimRight(text, "; \t\r\n"))
+			return fn(strings.ToLower(strings.Join(strings.Fields(shape), " ")))
 		}
-	}
-	shape, _ := Normalize(strings.TrimRight(sql, "; \t\r\n"))
-	return fn(strings.ToLower(strings.Join(strings.Fields(shape), " "))), nil
+		return p.canonicalStmt(st, db, fn)
+	})
 }
 
-func (p *Parser) canonicalStmt(st ast.StmtNode, db string, fn func(string) bool) (bool, error) {
-	if x, ok := st.(*ast.PrepareStmt); ok {
-		if x.SQLVar != nil {
-			return false, ErrUncheckable
-		}
-		return p.Canonical(x.SQLText, db, fn)
-	}
+func (p *Parser) canonicalStmt(st ast.StmtNode, db string, fn func(string) bool) bool {
 	c := &canonVisitor{}
 	st.Accept(c)
-	foldWhere(st)
+	foldConditions(st, c.ons)
 	if c.sources == 1 && c.single != nil {
 		// One table: t.col, db.t.col and col are the same column, and
 		// the alias is a name for it alone.
@@ -106,13 +74,14 @@ func (p *Parser) canonicalStmt(st ast.StmtNode, db string, fn func(string) bool)
 			}
 		}
 	}
-	if fn(restore()) {
-		return true, nil
+	if f := restore(); f != "" && fn(f) {
+		return true
 	}
 	for _, t := range c.tables {
 		t.Schema.O, t.Schema.L = "", ""
 	}
-	return fn(restore()), nil
+	f := restore()
+	return f != "" && fn(f)
 }
 
 // canonVisitor gathers the tables of a statement and, for a statement on
@@ -123,6 +92,7 @@ type canonVisitor struct {
 	sources int
 	single  *ast.TableSource // the only table source, if one
 	cols    []*ast.ColumnName
+	ons     []*ast.OnCondition
 }
 
 func (c *canonVisitor) Enter(n ast.Node) (ast.Node, bool) {
@@ -136,14 +106,32 @@ func (c *canonVisitor) Enter(n ast.Node) (ast.Node, bool) {
 		}
 	case *ast.ColumnName:
 		c.cols = append(c.cols, x)
+	case *ast.OnCondition:
+		c.ons = append(c.ons, x)
 	}
 	return n, false
 }
 
 func (c *canonVisitor) Leave(n ast.Node) (ast.Node, bool) {
+	if x, ok := n.(*ast.ParenthesesExpr); ok && leaf(x.Expr) {
+		return x.Expr, true
+	}
+	return n, true
+}
+
+// folder folds constants in a condition (WHERE, HAVING, ON), not in
+// subqueries: elsewhere (a select list) AND and OR are values.
+type folder struct{}
+
+func (folder) Enter(n ast.Node) (ast.Node, bool) {
+	_, sub := n.(*ast.SubqueryExpr)
+	return n, sub
+}
+
+func (folder) Leave(n ast.Node) (ast.Node, bool) {
 	switch x := n.(type) {
 	case *ast.ParenthesesExpr:
-		if leaf(x.Expr) {
+		if leaf(x.Expr) { // (1=1), folded
 			return x.Expr, true
 		}
 	case *ast.UnaryOperationExpr:
@@ -237,10 +225,16 @@ func unparen(e ast.ExprNode, op opcode.Op) ast.ExprNode {
 	return e
 }
 
-// foldWhere drops a WHERE that is always true and the parentheses around
-// a whole WHERE.
-func foldWhere(st ast.StmtNode) {
-	fold := func(w *ast.ExprNode) {
+// foldConditions folds the constants of st's WHERE and HAVING and of the
+// ON conditions ons, drops the parentheses around a whole condition, and a
+// WHERE that is always true.
+func foldConditions(st ast.StmtNode, ons []*ast.OnCondition) {
+	fold := func(w *ast.ExprNode, drop bool) {
+		if *w == nil {
+			return
+		}
+		n, _ := (*w).Accept(folder{})
+		*w = n.(ast.ExprNode)
 		for {
 			pe, ok := (*w).(*ast.ParenthesesExpr)
 			if !ok {
@@ -248,23 +242,23 @@ func foldWhere(st ast.StmtNode) {
 			}
 			*w = pe.Expr
 		}
-		if v, ok := truth(*w); ok && v {
+		if v, ok := truth(*w); ok && v && drop {
 			*w = nil
 		}
 	}
 	switch x := st.(type) {
 	case *ast.SelectStmt:
-		if x.Where != nil {
-			fold(&x.Where)
+		fold(&x.Where, true)
+		if x.Having != nil {
+			fold(&x.Having.Expr, false)
 		}
 	case *ast.UpdateStmt:
-		if x.Where != nil {
-			fold(&x.Where)
-		}
+		fold(&x.Where, true)
 	case *ast.DeleteStmt:
-		if x.Where != nil {
-			fold(&x.Where)
-		}
+		fold(&x.Where, true)
+	}
+	for _, on := range ons {
+		fold(&on.Expr, false)
 	}
 }
 
@@ -285,41 +279,66 @@ func truth(e ast.ExprNode) (bool, bool) {
 	return false, false
 }
 
-// compareConst compares two constants of the same kind: numbers, or for =
-// and <> strings of equal bytes (equal under every collation; unequal bytes
-// may be equal under one: case, trailing spaces).
+// compareConst compares two constants of the same kind exactly: integers
+// (signed or not), floats, or for = and <> strings of equal bytes (equal
+// under every collation; unequal bytes may be equal under one: case,
+// trailing spaces). Mixed kinds are not folded.
 func compareConst(l, r ast.ExprNode, op opcode.Op) (int, bool) {
 	lv, ok1 := l.(*driver.ValueExpr)
 	rv, ok2 := r.(*driver.ValueExpr)
 	if !ok1 || !ok2 {
 		return 0, false
 	}
-	num := func(v any) (float64, bool) {
-		switch n := v.(type) {
-		case int64:
-			return float64(n), true
-		case uint64:
-			return float64(n), true
-		case float64:
-			return n, true
-		}
-		return 0, false
-	}
-	a, aok := num(lv.GetValue())
-	b, bok := num(rv.GetValue())
-	if aok && bok {
+	cmp := func(a, b int64) int {
 		switch {
 		case a < b:
-			return -1, true
+			return -1
 		case a > b:
-			return 1, true
+			return 1
 		}
-		return 0, true
+		return 0
 	}
-	as, aok := lv.GetValue().(string)
-	bs, bok := rv.GetValue().(string)
-	if aok && bok && (op == opcode.EQ || op == opcode.NE) && as == bs {
-		return 0, true
+	switch a := lv.GetValue().(type) {
+	case int64:
+		switch b := rv.GetValue().(type) {
+		case int64:
+			return cmp(a, b), true
+		case uint64:
+			if a < 0 || b > 1<<63-1 {
+				return -1, true
+			}
+			return cmp(a, int64(b)), true
+		}
+	case uint64:
+		switch b := rv.GetValue().(type) {
+		case uint64:
+			switch {
+			case a < b:
+				return -1, true
+			case a > b:
+				return 1, true
+			}
+			return 0, true
+		case int64:
+			if b < 0 || a > 1<<63-1 {
+				return 1, true
+			}
+			return cmp(int64(a), b), true
+		}
+	case float64:
+		if b, ok := rv.GetValue().(float64); ok {
+			switch {
+			case a < b:
+				return -1, true
+			case a > b:
+				return 1, true
+			}
+			return 0, true
+		}
+	case string:
+		if b, ok := rv.GetValue().(string); ok && (op == opcode.EQ || op == opcode.NE) && a == b {
+			return 0, true
+		}
 	}
 	return 0, false
 }
@@ -333,9 +352,11 @@ func boolValue(b bool) ast.ExprNode {
 
 // openExecComments returns sql with the markers of its executable comments
 // (/*! ... */, /*!50100 ... */, /*M! ... */, /*M!100500 ... */) replaced by
-// spaces, so their bodies read as SQL, as the server reads them (whatever
-// the version, to be on the safe side).
-func openExecComments(sql string) string {
+// spaces, so their bodies read as SQL, as the server reads them; other
+// comments become a space. versioned false drops the comments that carry
+// a version instead (a server older than the version skips them); true
+// opens them too (the safe side for a check that looks for statements).
+func openExecComments(sql string, versioned bool) string {
 	if !strings.Contains(sql, "/*") {
 		return sql
 	}
@@ -349,17 +370,34 @@ func openExecComments(sql string) string {
 			b = append(b, sql[i:j]...)
 			i = j
 			continue
+		case c == '#' || c == '-' && i+2 < len(sql) && sql[i+1] == '-' && (sql[i+2] == ' ' || sql[i+2] == '\t' || sql[i+2] == '\n' || sql[i+2] == '\r'):
+			j := skipLine(sql, i)
+			b = append(b, sql[i:j]...) // a quote in it starts nothing
+			i = j
+			continue
 		case c == '/' && i+2 < len(sql) && sql[i+1] == '*' && (sql[i+2] == '!' || sql[i+2] == 'M' && i+3 < len(sql) && sql[i+3] == '!'):
 			j := i + 3
 			if sql[i+2] == 'M' {
 				j++
 			}
-			for j < len(sql) && sql[j] >= '0' && sql[j] <= '9' {
-				j++
+			k := j
+			for k < len(sql) && sql[k] >= '0' && sql[k] <= '9' {
+				k++
+			}
+			if k > j && !versioned {
+				end := indexFrom(sql, k, "*/")
+				if end < 0 {
+					end = len(sql)
+				} else {
+					end += 2
+				}
+				b = append(b, ' ')
+				i = end
+				continue
 			}
 			b = append(b, ' ')
 			depth++
-			i = j
+			i = k
 			continue
 		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
 			j := indexFrom(sql, i+2, "*/")

@@ -45,6 +45,11 @@ func TestCanonicalEquivalents(t *testing.T) {
 		"execute immediate 'delete from t where id = 1'",
 		"select 1; execute immediate 'delete from t where id = 1'",
 		"PREPARE s FROM \"DELETE FROM t WHERE id = ?\"",
+		"SET STATEMENT max_statement_time=0 FOR DELETE FROM t WHERE id = 1",
+		"delete from t where id = 1 and 9007199254740993 <> 9007199254740992",
+		"DELETE FROM t WHERE id=1 /*!99999 AND 0 */",
+		"select 1 # '\n; delete from t where id = 1",
+		"select 1; /* c */ delete from t where id = 1",
 	}
 	for _, q := range same {
 		forms, err := canonForms(t, q, "app")
@@ -68,6 +73,8 @@ func TestCanonicalEquivalents(t *testing.T) {
 		"delete from t",
 		"select * from t where id = 1",
 		"delete from t where id = 1 and x = 2",
+		"delete from t where id = 1 and 9007199254740993 = 9007199254740992",
+		"select id = 1 and 1 from t",
 	}
 	for _, q := range different {
 		forms, _ := canonForms(t, q, "app")
@@ -87,7 +94,9 @@ func TestCanonicalEquivalents(t *testing.T) {
 		}
 	}
 
-	for _, q := range []string{"prepare s from @q", "execute immediate @q", "execute immediate concat('dele', 'te from t')", "select 1; prepare s from @q"} {
+	for _, q := range []string{"prepare s from @q", "execute immediate @q", "execute immediate concat('dele', 'te from t')", "select 1; prepare s from @q",
+		"execute immediate 'dele' 'te from t'", "prepare s from 'dele' 'te from t'", "prepare s from concat('a')", "prepare s from x'41'",
+		"begin not atomic delete from t; end", "if 1 then delete from t; end if", "lbl: loop leave lbl; end loop"} {
 		if _, err := canonForms(t, q, "app"); !errors.Is(err, ErrUncheckable) {
 			t.Errorf("%q: err %v, want ErrUncheckable", q, err)
 		}
@@ -100,10 +109,11 @@ func TestOpenExecComments(t *testing.T) {
 		"select /*!40101 2 */":           "select   2  ",
 		"select '/*!x*/' /* c */ 1":      "select '/*!x*/'   1",
 		"/*M!100500 a /* b */ c */ d":    "  a   c   d",
+		"select 1 # '\n; /*M! x */ # '": "select 1 # '\n;   x   # '",
 		"select `/*!` , \"*/\" /*!50000": "select `/*!` , \"*/\"  ",
 	} {
-		if got := openExecComments(in); got != want {
-			t.Errorf("openExecComments(%q) = %q, want %q", in, got, want)
+		if got := openExecComments(in, true); got != want {
+			t.Errorf("openExecComments(%q, true) = %q, want %q", in, got, want)
 		}
 	}
 }

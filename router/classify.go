@@ -151,18 +151,26 @@ func Classify(sql string) Info {
 			}
 		case c == ';':
 			i++
-			// Anything but blanks and comments after ';' is a second statement.
-			for j := i; j < n; j++ {
+			// Anything but blanks and comments after ';' is a second
+			// statement (an executable comment is one).
+		scan:
+			for j := i; j < n; {
 				ch := sql[j]
-				if ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == ';' {
-					continue
+				switch {
+				case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == ';':
+					j++
+				case ch == '#' || ch == '-' && j+2 < n && sql[j+1] == '-' && (sql[j+2] == ' ' || sql[j+2] == '\t' || sql[j+2] == '\n' || sql[j+2] == '\r'):
+					j = skipLine(sql, j)
+				case ch == '/' && j+1 < n && sql[j+1] == '*' && !(j+2 < n && (sql[j+2] == '!' || sql[j+2] == 'M' && j+3 < n && sql[j+3] == '!')):
+					if k := indexFrom(sql, j+2, "*/"); k >= 0 {
+						j = k + 2
+					} else {
+						j = n
+					}
+				default:
+					info.Flags |= FlagMulti
+					break scan
 				}
-				if ch == '#' || ch == '-' && j+1 < n && sql[j+1] == '-' || ch == '/' && j+1 < n && sql[j+1] == '*' && (j+2 >= n || sql[j+2] != '!') {
-					// A comment; let the main loop skip it and look again.
-					break
-				}
-				info.Flags |= FlagMulti
-				break
 			}
 		case isIdentStart(c):
 			j := i + 1

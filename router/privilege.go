@@ -32,12 +32,15 @@ func MaybeDenied(sql string, info Info, deny Deny) bool {
 		return true
 	}
 	switch info.Kind {
-	case KindBegin, KindCommit, KindRollback, KindUse, KindEmpty:
+	case KindBegin:
+		return containsFold(sql, "atomic") // BEGIN NOT ATOMIC ... END
+	case KindCommit, KindRollback, KindUse, KindEmpty:
 		return false
 	case KindInsert, KindUpdate, KindDelete, KindReplace, KindCall:
 		return deny&DenyWrite != 0
 	case KindSelect:
-		return containsFold(sql, "file") // only INTO OUTFILE / DUMPFILE would be
+		// INTO OUTFILE / DUMPFILE, LOAD_FILE()
+		return containsFold(sql, "outfile") || containsFold(sql, "dumpfile") || containsFold(sql, "load_file")
 	}
 	return true
 }
@@ -52,46 +55,32 @@ func (p *Parser) Denied(sql string, info Info, deny Deny) (string, Deny) {
 	if !MaybeDenied(sql, info, deny) {
 		return "", 0
 	}
-	sql = openExecComments(sql) // the parser skips /*M! ... */
-	stmts, err := p.Parse(sql)
-	if err != nil {
-		return lexicalDenied(sql, deny)
-	}
-	// deniedClass parses a PREPARE's text with the same parser, which
-	// reuses the slice it returned.
-	for _, st := range append([]ast.StmtNode(nil), stmts...) {
-		if c, d := p.deniedClass(st, deny); c != "" {
-			return c, d
+	var class string
+	var bit Deny
+	_, err := p.walkStatements(openExecComments(sql, true), func(st ast.StmtNode, text string) bool {
+		if st == nil {
+			class, bit = lexicalDenied(text, deny)
+		} else {
+			class, bit = deniedClass(st, deny)
 		}
+		return class != ""
+	})
+	if err != nil && class == "" {
+		// Text keyshard cannot see could be anything.
+		return "a statement whose text cannot be checked (PREPARE or EXECUTE IMMEDIATE of anything but one string literal, " +
+			"a compound statement)", deny & -deny // the lowest class denied: server_admin if it is
 	}
-	return "", 0
+	return class, bit
 }
 
-// ServerAdmin is Denied for DenyAdmin alone.
-func (p *Parser) ServerAdmin(sql string, info Info) string {
-	c, _ := p.Denied(sql, info, DenyAdmin)
-	return c
-}
-
-func (p *Parser) deniedClass(st ast.StmtNode, deny Deny) (string, Deny) {
-	if x, ok := st.(*ast.PrepareStmt); ok {
-		if x.SQLText != "" {
-			return p.Denied(x.SQLText, Classify(x.SQLText), deny)
-		}
-		if deny&DenyWrite != 0 {
-			return "PREPARE from a variable (its text cannot be checked)", DenyWrite
-		}
-		return "", 0
-	}
+func deniedClass(st ast.StmtNode, deny Deny) (string, Deny) {
 	if deny&DenyAdmin != 0 {
 		if c := adminClass(st); c != "" {
 			return c, DenyAdmin
 		}
 	}
-	if deny&DenyDDL != 0 {
-		if isDDL(st) {
-			return "DDL (CREATE, ALTER, DROP, RENAME, TRUNCATE)", DenyDDL
-		}
+	if deny&DenyDDL != 0 && isDDL(st) {
+		return "DDL (CREATE, ALTER, DROP, RENAME, TRUNCATE)", DenyDDL
 	}
 	if deny&DenyWrite != 0 && !readStmt(st) {
 		return "a statement that may change data", DenyWrite
@@ -133,6 +122,8 @@ func adminClass(st ast.StmtNode) string {
 		return "account management (CREATE/ALTER/DROP/RENAME USER, SET PASSWORD)"
 	case *ast.AlterInstanceStmt:
 		return "ALTER INSTANCE"
+	case *ast.FlushStmt:
+		return replication
 	case *ast.SetStmt:
 		for _, v := range x.Variables {
 			if v.IsGlobal {
@@ -147,16 +138,22 @@ func adminClass(st ast.StmtNode) string {
 	v := &intoFile{}
 	st.Accept(v)
 	if v.found {
-		return "server-side files (SELECT ... INTO OUTFILE/DUMPFILE)"
+		return "server-side files (SELECT ... INTO OUTFILE/DUMPFILE, LOAD_FILE)"
 	}
 	return ""
 }
 
+// replication is the class of replication and server maintenance.
+const replication = "replication and server maintenance (FLUSH, RESET, PURGE, CHANGE MASTER, START/STOP SLAVE)"
+
 type intoFile struct{ found bool }
 
 func (v *intoFile) Enter(n ast.Node) (ast.Node, bool) {
-	if s, ok := n.(*ast.SelectStmt); ok && s.SelectIntoOpt != nil && s.SelectIntoOpt.Tp != ast.SelectIntoVars {
-		v.found = true
+	switch x := n.(type) {
+	case *ast.SelectStmt:
+		v.found = v.found || x.SelectIntoOpt != nil && x.SelectIntoOpt.Tp != ast.SelectIntoVars
+	case *ast.FuncCallExpr:
+		v.found = v.found || x.FnName.L == "load_file"
 	}
 	return n, v.found
 }
@@ -168,41 +165,24 @@ var readWords = map[string]bool{"select": true, "show": true, "set": true, "use"
 	"commit": true, "rollback": true, "savepoint": true, "release": true, "explain": true, "describe": true, "desc": true,
 	"do": true, "help": true, "execute": true, "deallocate": true, "kill": true, "values": true, "table": true, "unlock": true}
 
-// lexicalDenied is Denied for text the parser cannot read (MariaDB's own
-// syntax): each statement's first words.
-func lexicalDenied(sql string, deny Deny) (string, Deny) {
-	for _, st := range splitStatements(sql) {
-		f := strings.Fields(strings.ToLower(st[Classify(st).Start:])) // Classify reads into /*! ... */
-		if len(f) == 0 {
-			continue
+// lexicalDenied is deniedClass for one statement the parser cannot read
+// (MariaDB's own syntax): its first words.
+func lexicalDenied(st string, deny Deny) (string, Deny) {
+	f := strings.Fields(strings.ToLower(st))
+	if len(f) == 0 {
+		return "", 0
+	}
+	if deny&DenyAdmin != 0 {
+		if c := lexicalAdmin(f); c != "" {
+			return c, DenyAdmin
 		}
-		if len(f) > 1 && f[0] == "execute" && f[1] == "immediate" {
-			// EXECUTE IMMEDIATE 'text': the text is a string; look into it.
-			arg := strings.TrimSpace(strings.Join(strings.Fields(st)[2:], " "))
-			if arg != "" && (arg[0] == '\'' || arg[0] == '"') {
-				text := unquote(arg[:skipQuoted(arg, 0, arg[0])])
-				if c, d := lexicalDenied(text, deny); c != "" {
-					return c, d
-				}
-				continue
-			}
-			if deny&DenyWrite != 0 {
-				return "EXECUTE IMMEDIATE of an expression (its text cannot be checked)", DenyWrite
-			}
-			continue
-		}
-		if deny&DenyAdmin != 0 {
-			if c := lexicalAdmin(f); c != "" {
-				return c, DenyAdmin
-			}
-		}
-		ddl := (f[0] == "create" || f[0] == "alter" || f[0] == "drop" || f[0] == "rename" || f[0] == "truncate") && lexicalAdmin(f) == ""
-		if deny&DenyDDL != 0 && ddl {
-			return "DDL (CREATE, ALTER, DROP, RENAME, TRUNCATE)", DenyDDL
-		}
-		if deny&DenyWrite != 0 && !readWords[f[0]] {
-			return "a statement that may change data", DenyWrite
-		}
+	}
+	ddl := (f[0] == "create" || f[0] == "alter" || f[0] == "drop" || f[0] == "rename" || f[0] == "truncate") && lexicalAdmin(f) == ""
+	if deny&DenyDDL != 0 && ddl {
+		return "DDL (CREATE, ALTER, DROP, RENAME, TRUNCATE)", DenyDDL
+	}
+	if deny&DenyWrite != 0 && !readWords[f[0]] {
+		return "a statement that may change data", DenyWrite
 	}
 	return "", 0
 }
@@ -211,17 +191,26 @@ func lexicalDenied(sql string, deny Deny) (string, Deny) {
 // lower-cased words ("" for none).
 func lexicalAdmin(f []string) string {
 	for _, w := range f {
-		if w == "outfile" || w == "dumpfile" {
-			return "server-side files (SELECT ... INTO OUTFILE/DUMPFILE)"
+		if w == "outfile" || w == "dumpfile" || strings.Contains(w, "load_file") {
+			return "server-side files (SELECT ... INTO OUTFILE/DUMPFILE, LOAD_FILE)"
+		}
+		if w == "soname" {
+			return "plugin installation (INSTALL/UNINSTALL PLUGIN/SONAME, CREATE FUNCTION ... SONAME)"
 		}
 	}
 	switch f[0] {
+	case "flush", "reset", "purge", "change":
+		return replication
+	case "start", "stop":
+		if len(f) > 1 && (f[1] == "slave" || f[1] == "replica" || f[1] == "all") {
+			return replication
+		}
 	case "shutdown", "restart":
 		return "SHUTDOWN"
 	case "grant", "revoke":
 		return "GRANT/REVOKE"
 	case "install", "uninstall":
-		return "plugin installation (INSTALL/UNINSTALL PLUGIN/SONAME)"
+		return "plugin installation (INSTALL/UNINSTALL PLUGIN/SONAME, CREATE FUNCTION ... SONAME)"
 	case "create", "alter", "drop", "rename":
 		if len(f) > 1 && (f[1] == "user" || f[1] == "role") || len(f) > 3 && f[1] == "or" && f[3] == "user" {
 			return "account management (CREATE/ALTER/DROP/RENAME USER, SET PASSWORD)"

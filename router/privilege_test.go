@@ -25,11 +25,11 @@ func TestServerAdmin(t *testing.T) {
 		{"SET PASSWORD = PASSWORD('x')", "account management (CREATE/ALTER/DROP/RENAME USER, SET PASSWORD)"},
 		{"GRANT ALL ON *.* TO x", "GRANT/REVOKE"},
 		{"REVOKE ALL ON *.* FROM x", "GRANT/REVOKE"},
-		{"INSTALL SONAME 'ha_connect'", "plugin installation (INSTALL/UNINSTALL PLUGIN/SONAME)"},
-		{"UNINSTALL PLUGIN x", "plugin installation (INSTALL/UNINSTALL PLUGIN/SONAME)"},
+		{"INSTALL SONAME 'ha_connect'", "plugin installation (INSTALL/UNINSTALL PLUGIN/SONAME, CREATE FUNCTION ... SONAME)"},
+		{"UNINSTALL PLUGIN x", "plugin installation (INSTALL/UNINSTALL PLUGIN/SONAME, CREATE FUNCTION ... SONAME)"},
 		{"LOAD DATA INFILE '/etc/passwd' INTO TABLE t", "server-side files (LOAD DATA INFILE without LOCAL)"},
-		{"SELECT * FROM t INTO OUTFILE '/tmp/x'", "server-side files (SELECT ... INTO OUTFILE/DUMPFILE)"},
-		{"SELECT 1 INTO DUMPFILE '/tmp/x'", "server-side files (SELECT ... INTO OUTFILE/DUMPFILE)"},
+		{"SELECT * FROM t INTO OUTFILE '/tmp/x'", "server-side files (SELECT ... INTO OUTFILE/DUMPFILE, LOAD_FILE)"},
+		{"SELECT 1 INTO DUMPFILE '/tmp/x'", "server-side files (SELECT ... INTO OUTFILE/DUMPFILE, LOAD_FILE)"},
 		{"SELECT 1; SHUTDOWN", "SHUTDOWN"},
 		{"INSERT INTO t VALUES (1); SET GLOBAL x = 1", "SET GLOBAL"},
 		{"PREPARE s FROM 'SHUTDOWN'", "SHUTDOWN"},
@@ -38,7 +38,7 @@ func TestServerAdmin(t *testing.T) {
 		{"PREPARE s FROM 'SELECT 1; SELECT 2'; SET GLOBAL x = 1", "SET GLOBAL"},
 		{"EXECUTE IMMEDIATE 'SHUTDOWN'", "SHUTDOWN"},
 	} {
-		if got := p.ServerAdmin(c.sql, Classify(c.sql)); got != c.want {
+		if got, _ := p.Denied(c.sql, Classify(c.sql), DenyAdmin); got != c.want {
 			t.Errorf("%s: %q, want %q", c.sql, got, c.want)
 		}
 	}
@@ -74,10 +74,10 @@ func TestDeniedClasses(t *testing.T) {
 		{"SELECT 1; DELETE FROM t", ro, DenyWrite},
 		{"PREPARE s FROM 'DELETE FROM t'", ro, DenyWrite},
 		{"PREPARE s FROM 'SELECT 1'", ro, 0},
-		{"PREPARE s FROM @q", ro, DenyWrite},
+		{"PREPARE s FROM @q", ro, DenyAdmin},
 		{"EXECUTE IMMEDIATE 'DELETE FROM t'", ro, DenyWrite},
 		{"EXECUTE IMMEDIATE 'SELECT 1'", ro, 0},
-		{"EXECUTE IMMEDIATE @q", ro, DenyWrite},
+		{"EXECUTE IMMEDIATE @q", ro, DenyAdmin},
 		{"CREATE TABLE t (id INT)", ro, DenyDDL},
 		{"CREATE TABLE t (id INT)", DenyAdmin | DenyDDL, DenyDDL},
 		{"ALTER TABLE t ADD c INT", DenyDDL, DenyDDL},
@@ -92,6 +92,29 @@ func TestDeniedClasses(t *testing.T) {
 		{"SHUTDOWN", ro, DenyAdmin},
 		{"DROP TABLE t", DenyAdmin, 0},
 		{"DELETE FROM t", DenyAdmin | DenyDDL, 0},
+		{"SELECT 1; /* x */ SHUTDOWN", DenyAdmin, DenyAdmin},
+		{"SELECT 1; /*M! SHUTDOWN */", DenyAdmin, DenyAdmin},
+		{"SELECT 1; /**/ DELETE FROM t", ro, DenyWrite},
+		{"SELECT 1 # '\n; /*M! SHUTDOWN */ # '", DenyAdmin, DenyAdmin},
+		{"BEGIN NOT ATOMIC DELETE FROM t; END", ro, DenyAdmin},
+		{"BEGIN NOT ATOMIC SELECT 1; END", DenyAdmin, DenyAdmin},
+		{"IF 1 THEN SHUTDOWN; END IF", DenyAdmin, DenyAdmin},
+		{"SET STATEMENT max_statement_time=0 FOR SHUTDOWN", DenyAdmin, DenyAdmin},
+		{"SET STATEMENT max_statement_time=0 FOR DROP TABLE t", DenyDDL, DenyDDL},
+		{"SET STATEMENT max_statement_time=0 FOR SELECT 1", ro, 0},
+		{"EXECUTE IMMEDIATE CONCAT('SHUT', 'DOWN')", DenyAdmin, DenyAdmin},
+		{"EXECUTE IMMEDIATE 'SHUT' 'DOWN'", DenyAdmin, DenyAdmin},
+		{"PREPARE s FROM 'SHUT' 'DOWN'", DenyAdmin, DenyAdmin},
+		{"PREPARE s FROM @q", DenyDDL, DenyDDL},
+		{"SELECT LOAD_FILE('/etc/passwd')", DenyAdmin, DenyAdmin},
+		{"SELECT 'profile', filename FROM t", DenyAdmin, 0},
+		{"CREATE FUNCTION f RETURNS STRING SONAME 'x.so'", DenyAdmin, DenyAdmin},
+		{"RESET MASTER", DenyAdmin, DenyAdmin},
+		{"PURGE BINARY LOGS TO 'x'", DenyAdmin, DenyAdmin},
+		{"CHANGE MASTER TO master_host='x'", DenyAdmin, DenyAdmin},
+		{"STOP SLAVE", DenyAdmin, DenyAdmin},
+		{"FLUSH PRIVILEGES", DenyAdmin, DenyAdmin},
+		{"START TRANSACTION", DenyAdmin, 0},
 	} {
 		class, got := p.Denied(c.sql, Classify(c.sql), c.deny)
 		if got != c.want || (got == 0) != (class == "") {

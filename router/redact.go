@@ -53,7 +53,7 @@ func RedactSecrets(sql string) string {
 }
 
 // containsFold reports whether s contains word (lower-case ASCII) in any
-// case: one pass, no allocation (a SELECT pays it, see MaybeServerAdmin).
+// case: one pass, no allocation (a SELECT pays it, see MaybeDenied).
 func containsFold(s, word string) bool {
 	for i := 0; i+len(word) <= len(s); i++ {
 		if s[i]|0x20 == word[0] && eqFold(s[i:i+len(word)], word) {

@@ -278,9 +278,26 @@ func TestServerAdminPolicy(t *testing.T) {
 		"SELECT 1; SET GLOBAL max_connections = 1000",
 		"PREPARE s FROM 'SET GLOBAL max_connections = 1000'",
 		"EXECUTE IMMEDIATE 'SHUTDOWN'",
+		"SELECT 1; /* c */ SET GLOBAL max_connections = 1000",
+		"SELECT 1 # '\n; /*M! SET GLOBAL max_connections = 1000 */ # '",
+		"EXECUTE IMMEDIATE CONCAT('SET GLOBAL max_connections', ' = 1000')",
+		"EXECUTE IMMEDIATE 'SET GLOBAL ' 'max_connections = 1000'",
+		"SELECT LOAD_FILE('/etc/hostname')",
+		"FLUSH PRIVILEGES",
 	} {
 		_, err := db.Exec(q)
 		wantErrContains(t, q, err, 1227, "may not run")
+	}
+	// With NO_BACKSLASH_ESCAPES a backslash ends no string: the gate reads
+	// the batch as the server does.
+	nbe := p.open(t, "ks:ks", "ks_test", "multiStatements=true")
+	nbe.SetMaxOpenConns(1)
+	mustExec(t, nbe, "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'")
+	_, err := nbe.Exec(`SELECT '\'; SET GLOBAL max_connections = 1000; -- '`)
+	wantErrContains(t, "a batch hidden by NO_BACKSLASH_ESCAPES", err, 1227, "may not run SET GLOBAL")
+	// COM_REFRESH (FLUSH, RESET MASTER) is server administration too.
+	if pk := command(t, goMySQL(t, p.Addr), mysql.COM_REFRESH, 0x01); pk[0] != 0xff || errCode(pk) != 1227 {
+		t.Errorf("COM_REFRESH: answer %q, want 1227", pk)
 	}
 	if _, err := db.Prepare("SET GLOBAL max_connections = 1000"); err == nil || !strings.Contains(err.Error(), "1227") {
 		t.Errorf("prepared SET GLOBAL: %v, want 1227", err)
