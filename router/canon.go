@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -289,51 +290,30 @@ func compareConst(l, r ast.ExprNode, op opcode.Op) (int, bool) {
 	if !ok1 || !ok2 {
 		return 0, false
 	}
-	cmp := func(a, b int64) int {
-		switch {
-		case a < b:
-			return -1
-		case a > b:
-			return 1
-		}
-		return 0
-	}
 	switch a := lv.GetValue().(type) {
 	case int64:
 		switch b := rv.GetValue().(type) {
 		case int64:
-			return cmp(a, b), true
+			return cmp.Compare(a, b), true
 		case uint64:
 			if a < 0 || b > 1<<63-1 {
 				return -1, true
 			}
-			return cmp(a, int64(b)), true
+			return cmp.Compare(a, int64(b)), true
 		}
 	case uint64:
 		switch b := rv.GetValue().(type) {
 		case uint64:
-			switch {
-			case a < b:
-				return -1, true
-			case a > b:
-				return 1, true
-			}
-			return 0, true
+			return cmp.Compare(a, b), true
 		case int64:
 			if b < 0 || a > 1<<63-1 {
 				return 1, true
 			}
-			return cmp(int64(a), b), true
+			return cmp.Compare(int64(a), b), true
 		}
 	case float64:
 		if b, ok := rv.GetValue().(float64); ok {
-			switch {
-			case a < b:
-				return -1, true
-			case a > b:
-				return 1, true
-			}
-			return 0, true
+			return cmp.Compare(a, b), true
 		}
 	case string:
 		if b, ok := rv.GetValue().(string); ok && (op == opcode.EQ || op == opcode.NE) && a == b {
