@@ -109,7 +109,7 @@ func TestOpenExecComments(t *testing.T) {
 		"select /*!40101 2 */":           "select   2  ",
 		"select '/*!x*/' /* c */ 1":      "select '/*!x*/'   1",
 		"/*M!100500 a /* b */ c */ d":    "  a   c   d",
-		"select 1 # '\n; /*M! x */ # '": "select 1 # '\n;   x   # '",
+		"select 1 # '\n; /*M! x */ # '":  "select 1 # '\n;   x   # '",
 		"select `/*!` , \"*/\" /*!50000": "select `/*!` , \"*/\"  ",
 	} {
 		if got := openExecComments(in, true); got != want {
