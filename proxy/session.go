@@ -580,8 +580,25 @@ func (s *Session) lockTables(p []byte, sql string, info router.Info) error {
 func (s *Session) getParser() *router.Parser {
 	if s.parser == nil {
 		s.parser = router.NewParser()
+		s.parser.VarText = s.userVarText
 	}
 	return s.parser
+}
+
+// userVarText reads the session's user variable name as text, for the
+// checks of PREPARE ... FROM @name (router.Parser.VarText).
+func (s *Session) userVarText(name string) (string, bool) {
+	vals, err := s.userVars([]string{name})
+	if err != nil {
+		return "", false
+	}
+	switch v := vals[0].Bound.(type) {
+	case string:
+		return v, true
+	case []byte:
+		return string(v), true
+	}
+	return "", false
 }
 
 // parseUse extracts the database name of "USE db".

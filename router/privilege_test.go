@@ -1,6 +1,9 @@
 package router
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestServerAdmin(t *testing.T) {
 	p := NewParser()
@@ -119,6 +122,28 @@ func TestDeniedClasses(t *testing.T) {
 		class, got := p.Denied(c.sql, Classify(c.sql), c.deny)
 		if got != c.want || (got == 0) != (class == "") {
 			t.Errorf("%s (deny %b): %q %b, want %b", c.sql, c.deny, class, got, c.want)
+		}
+	}
+}
+
+// With VarText, PREPARE ... FROM @v and EXECUTE IMMEDIATE @v are checked
+// on the variable's value; without a value they stay uncheckable.
+func TestDeniedVarText(t *testing.T) {
+	p := NewParser()
+	vars := map[string]string{"bad": "SHUTDOWN", "ok": "SELECT 1"}
+	p.VarText = func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
+	for sql, want := range map[string]string{
+		"PREPARE s FROM @bad":           "SHUTDOWN",
+		"EXECUTE IMMEDIATE @bad":        "SHUTDOWN",
+		"PREPARE s FROM @ok":            "",
+		"EXECUTE IMMEDIATE @ok":         "",
+		"EXECUTE IMMEDIATE @ok USING 1": "",
+		"PREPARE s FROM @none":          "a statement whose text cannot be checked",
+		"EXECUTE IMMEDIATE @ok + 1":     "a statement whose text cannot be checked",
+	} {
+		got, _ := p.Denied(sql, Classify(sql), DenyAdmin)
+		if !strings.HasPrefix(got, want) || (want == "") != (got == "") {
+			t.Errorf("%s: %q, want %q", sql, got, want)
 		}
 	}
 }

@@ -21,6 +21,12 @@ type Parser struct {
 	// Scratch space of Shape: the cache key and the statement's literals.
 	key  []byte
 	lits []Literal
+
+	// VarText, if set, returns the value of the session's user variable
+	// name as text (ok false: NULL or not a string), so that the checks of
+	// Canonical and Denied see into PREPARE ... FROM @name and EXECUTE
+	// IMMEDIATE @name.
+	VarText func(name string) (text string, ok bool)
 }
 
 // NewParser returns a parser. The TiDB parser in it is made on first use,

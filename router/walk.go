@@ -39,10 +39,14 @@ func (p *Parser) walkStatements(sql string, fn func(st ast.StmtNode, text string
 	// slice it returned.
 	for _, st := range append([]ast.StmtNode(nil), stmts...) {
 		if x, ok := st.(*ast.PrepareStmt); ok {
+			text := x.SQLText
 			if x.SQLVar != nil {
-				return false, ErrUncheckable
+				var ok bool
+				if text, ok = p.varText(x.SQLVar.Name); !ok {
+					return false, ErrUncheckable
+				}
 			}
-			if stop, err := p.walkStatements(x.SQLText, fn); stop || err != nil {
+			if stop, err := p.walkStatements(text, fn); stop || err != nil {
 				return stop, err
 			}
 			continue
@@ -92,6 +96,20 @@ func (p *Parser) walkText(sql string, fn func(ast.StmtNode, string) bool) (bool,
 // join) is uncheckable.
 func (p *Parser) walkLiteral(arg string, fn func(ast.StmtNode, string) bool) (bool, error) {
 	arg = strings.TrimSpace(arg)
+	if arg != "" && arg[0] == '@' {
+		// One user variable, its value read from the session.
+		end := 1
+		for end < len(arg) && isIdent(arg[end]) {
+			end++
+		}
+		rest := strings.TrimRight(strings.TrimSpace(arg[end:]), ";")
+		if _, using := cutWordFold(rest, "using"); rest == "" || using {
+			if text, ok := p.varText(arg[1:end]); ok {
+				return p.walkStatements(openExecComments(text, true), fn)
+			}
+		}
+		return false, ErrUncheckable
+	}
 	if arg == "" || arg[0] != '\'' && arg[0] != '"' {
 		return false, ErrUncheckable
 	}
@@ -103,6 +121,14 @@ func (p *Parser) walkLiteral(arg string, fn func(ast.StmtNode, string) bool) (bo
 		}
 	}
 	return p.walkStatements(openExecComments(unquote(arg[:end]), true), fn)
+}
+
+// varText is VarText, if set.
+func (p *Parser) varText(name string) (string, bool) {
+	if p.VarText == nil {
+		return "", false
+	}
+	return p.VarText(name)
 }
 
 // indexWordFold returns the index of the first word w (any case) of s

@@ -97,7 +97,9 @@ func TestStmtBulkExecute(t *testing.T) {
 // COM_REFRESH and COM_DEBUG reach the server (which checks their
 // privileges) and answer as MariaDB does.
 func TestComRefreshDebug(t *testing.T) {
-	p := startProxy(t, baseYAML("%ADDR%"))
+	// Server administration: for a server_admin user (others get 1227,
+	// see TestServerAdminPolicy).
+	p := startProxy(t, serverAdmin(baseYAML("%ADDR%")))
 	for _, cmd := range [][]byte{{mysql.COM_REFRESH, 0x01}, {mysql.COM_REFRESH, 0x04}, {mysql.COM_DEBUG}} {
 		var answers [2][]byte
 		for i, addr := range []string{fmt.Sprintf("127.0.0.1:%d", basePort), p.Addr} {

@@ -379,12 +379,19 @@ func TestBlacklistEquivalents(t *testing.T) {
 	if _, err := db.Prepare("DELETE FROM `bl_eq` WHERE 1 AND id = ?"); err == nil || !strings.Contains(err.Error(), "1290") {
 		t.Errorf("prepared form: %v, want 1290", err)
 	}
-	// A text whose statement cannot be seen is refused while a blacklist is on.
+	// A user variable's text is read from the session and checked; a text
+	// whose statement cannot be seen is refused while a blacklist is on.
 	mustExec(t, db, "SET @q = 'DELETE FROM bl_eq WHERE id = 1'")
-	for _, q := range []string{"PREPARE s FROM @q", "EXECUTE IMMEDIATE @q", "EXECUTE IMMEDIATE CONCAT('DELETE FROM bl_eq ', 'WHERE id = 1')"} {
+	for _, q := range []string{"PREPARE s FROM @q", "EXECUTE IMMEDIATE @q"} {
+		_, err := db.Exec(q)
+		wantErrContains(t, q, err, 1290, "SQL blacklist")
+	}
+	for _, q := range []string{"EXECUTE IMMEDIATE CONCAT('DELETE FROM bl_eq ', 'WHERE id = 1')", "PREPARE s FROM 'DELETE FROM bl_eq' ' WHERE id = 1'"} {
 		_, err := db.Exec(q)
 		wantErrContains(t, q, err, 1235, "cannot be checked")
 	}
+	mustExec(t, db, "SET @ok = 'SELECT * FROM bl_eq'")
+	mustExec(t, db, "PREPARE s FROM @ok")
 	if got := queryCol(t, db, "SELECT COUNT(*) FROM bl_eq"); len(got) != 1 || got[0] != "3" {
 		t.Fatalf("rows after the refusals: %v, want 3", got)
 	}
@@ -492,8 +499,14 @@ func TestUserPolicies(t *testing.T) {
 		t.Errorf("ro's prepared UPDATE: %v, want 1227", err)
 	}
 
-	// noddl: data yes, schema no.
+	// noddl: data yes, schema no, through a variable's text either.
 	noddl := p.open(t, "noddl:ndpw", "ks_test", "")
+	noddl.SetMaxOpenConns(1)
+	mustExec(t, noddl, "SET @q = 'DROP TABLE pol_t'")
+	_, err = noddl.Exec("PREPARE s FROM @q")
+	wantErrContains(t, "noddl's PREPARE FROM @q", err, 1227, "may not run DDL")
+	mustExec(t, noddl, "SET @q = 'SELECT 1'")
+	mustExec(t, noddl, "PREPARE s FROM @q")
 	mustExec(t, noddl, "INSERT INTO pol_t VALUES (4, 4)")
 	for _, q := range []string{"CREATE TABLE pol_u (id INT)", "ALTER TABLE pol_t ADD c INT", "DROP TABLE pol_t", "TRUNCATE TABLE pol_t", "RENAME TABLE pol_t TO pol_u"} {
 		_, err := noddl.Exec(q)
