@@ -56,6 +56,10 @@ type Conn struct {
 	created  time.Time
 	lastUsed time.Time
 	broken   bool
+	// failed: broken by a network failure (see MarkLost), which says
+	// something about the server; check: pinged before its next use (its
+	// pool saw another connection fail, see Pool.connLost).
+	failed, check bool
 }
 
 // SetStatus records the server status an OK or EOF packet reported.
@@ -90,6 +94,11 @@ func (c *Conn) DB() string { return c.db }
 // MarkBroken records that the connection's protocol state is unknown (an
 // I/O error, an abandoned result). The pool closes it instead of reusing it.
 func (c *Conn) MarkBroken() { c.broken = true }
+
+// MarkLost marks the connection broken by a network failure (a read or
+// write that failed, an answer that does not parse): when it is closed,
+// its pool learns that its server may be gone (see Pool.connLost).
+func (c *Conn) MarkLost() { c.broken, c.failed = true, true }
 
 // Broken reports whether MarkBroken was called.
 func (c *Conn) Broken() bool { return c.broken }
@@ -421,11 +430,12 @@ func (c *Conn) Command(cmd byte, arg []byte) (wire.OK, error) {
 }
 
 func (c *Conn) lost(err error) error {
-	c.broken = true
-	var be *Error
-	if errors.As(err, &be) {
-		return err
+	c.MarkLost()
+	if be, ok := err.(*Error); ok {
+		return be
 	}
+	// Everything else is the connection's loss, a frozen server's too
+	// (whose error wraps the failed dial's).
 	return c.errorf(KindLost, err, "connection lost")
 }
 

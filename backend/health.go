@@ -55,6 +55,9 @@ type health struct {
 	fails     atomic.Int32 // failed checks in a row
 	lastErr   atomic.Pointer[string]
 	adminDown atomic.Bool // taken down by an operator: stays down until put up
+	// watched: a health checker runs for the server (it brings back a
+	// replica connLost took out); confirming: connLost's check runs.
+	watched, confirming atomic.Bool
 }
 
 // Health returns the pool's state.
@@ -105,6 +108,8 @@ func (p *Pool) downError() *Error {
 			msg += ": " + e
 		}
 		msg += ")"
+	case p.LastCheckError() != "":
+		msg += " (" + p.LastCheckError() + ")"
 	}
 	return &Error{Kind: KindDown, Node: p.node, Addr: p.addr, Role: p.opts.Role, Msg: msg}
 }
@@ -192,19 +197,36 @@ func slaveLag(r *Result) int64 {
 	return -1
 }
 
+// takeOut marks the pool down after one of its connections failed and a
+// new one could not log in (see connLost), err being the latter's error.
+// Its next passing health check brings it back.
+func (p *Pool) takeOut(err error) {
+	s := "a connection failed and a new one could not log in: " + checkMsg(err)
+	p.lastErr.Store(&s)
+	if p.state.Swap(int32(Down)) != int32(Down) {
+		p.dropIdle()
+	}
+}
+
+// checkMsg is err as the pool's down error quotes it: not "node n (addr):
+// ..." again.
+func checkMsg(err error) string {
+	s := err.Error()
+	var be *Error
+	if errors.As(err, &be) {
+		s = be.Msg
+		if be.Err != nil {
+			s += ": " + be.Err.Error()
+		}
+	}
+	return s
+}
+
 // checked records a check's outcome.
 func (p *Pool) checked(lag int64, err error, o NodeOptions) {
 	now := time.Now().UnixNano()
 	if err != nil {
-		s := err.Error()
-		var be *Error
-		if errors.As(err, &be) {
-			// Not "node n (addr): ..." again inside the down error.
-			s = be.Msg
-			if be.Err != nil {
-				s += ": " + be.Err.Error()
-			}
-		}
+		s := checkMsg(err)
 		p.lastErr.Store(&s)
 		p.failSince.CompareAndSwap(0, now)
 		// Down after down_after_noalive of failures, and never on a single

@@ -313,6 +313,7 @@ func (n *Node) startCheckerLocked(p *Pool) {
 	}
 	stop := make(chan struct{})
 	n.checkers[p] = stop
+	p.watched.Store(true)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

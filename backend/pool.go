@@ -2,9 +2,12 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
 )
 
 // Options configure one pool. Zero values get the defaults in withDefaults.
@@ -309,14 +312,23 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 				p.closeConn(c, false)
 				continue
 			}
-		} else if now.Sub(c.lastUsed) > p.opts.ValidateAfter {
+		} else if c.check || now.Sub(c.lastUsed) > p.opts.ValidateAfter {
 			_ = c.SetDeadline(now.Add(p.opts.ConnectTimeout))
 			err := c.Ping()
 			_ = c.SetDeadline(time.Time{})
 			if err != nil {
 				p.closeConn(c, false)
+				if timedOut(err) {
+					// The server does not answer: its other idle
+					// connections would not either, each after a timeout.
+					p.dropIdle()
+					<-p.sem
+					return nil, &Error{Kind: KindLost, Node: p.node, Addr: p.addr, Role: p.opts.Role,
+						Msg: "an idle connection did not answer a ping within connect_timeout " + p.opts.ConnectTimeout.String(), Err: err}
+				}
 				continue
 			}
+			c.check = false
 		}
 		if c.closeUnheld(); c.broken { // sent with the connection's next command
 			p.closeConn(c, false)
@@ -390,6 +402,12 @@ func (p *Pool) dialCounted(ctx context.Context, f Flavor) (c *Conn, err error) {
 	p.dials.Add(1)
 	if c, err = dial(ctx, p, f); err != nil {
 		p.dialErrors.Add(1)
+		var me *mysql.MyError
+		if !errors.As(err, &me) && ctx.Err() == nil {
+			// Refused, timed out, cut: not a server that answers with
+			// an error (too many connections, access denied).
+			p.connLost()
+		}
 	}
 	return c, err
 }
@@ -464,6 +482,43 @@ func (p *Pool) closeConn(c *Conn, held bool) {
 	if held {
 		<-p.sem
 	}
+	if c.failed {
+		p.connLost()
+	}
+}
+
+// connLost learns that one of the pool's connections, or a dial, failed at
+// the network level: the server may be gone (killed, restarted, frozen,
+// unreachable). Its idle connections may be as dead, so each is pinged
+// before its next use rather than handed to a statement that would fail
+// on it. A replica's server is checked at once, in the background, when
+// health checks run: one that does not let a new connection log in
+// either leaves the read rotation now (down) instead of after the
+// checks' down_after_noalive, and comes back with the first check that
+// passes. (A master is left to its health checks: a write to one marked
+// down fails at once, which down_after_noalive is there to delay.)
+// Nothing here runs unless a connection failed.
+func (p *Pool) connLost() {
+	p.mu.Lock()
+	for _, c := range p.idle {
+		c.check = true
+	}
+	p.mu.Unlock()
+	if p.opts.Role != RoleReplica || !p.watched.Load() || p.Health() == Down || !p.confirming.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.confirming.Store(false)
+		if err := p.alive(); err != nil {
+			p.takeOut(err)
+		}
+	}()
+}
+
+// timedOut reports whether err is a timeout (a deadline, a frozen server).
+func timedOut(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
 }
 
 // Stats returns a snapshot of the pool's counters.

@@ -223,7 +223,7 @@ func (c *Conn) closeStmt(id uint32) {
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], id)
 	if err := c.pkt.WriteCommand(mysql.COM_STMT_CLOSE, b[:]); err != nil {
-		c.broken = true
+		c.MarkLost()
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/keyshard/keyshard/backend"
-	"github.com/keyshard/keyshard/router"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/router"
 )
 
 // The operator's controls: what admin SQL and the REST API do. Changes to

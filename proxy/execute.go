@@ -26,7 +26,7 @@ type execution struct {
 // params selects the parameters sql takes (nil: all, in order).
 func (x *execution) run(n *backend.Node, sql string, params []int) error {
 	s, st := x.s, x.st
-	ex := engine.Exec{Read: st.read, Cursor: x.cursor, FoundRows: st.calcFoundRows,
+	ex := engine.Exec{Read: st.read, Retry: st.retry, Cursor: x.cursor, FoundRows: st.calcFoundRows,
 		Send: func(bc *backend.Conn) error { return x.send(bc, sql, params) },
 		Opened: func(bc *backend.Conn) {
 			key := s.keyFor(st, sql)

@@ -41,6 +41,7 @@ type prepared struct {
 	db     string // database at PREPARE: the statement resolves names there
 	kind   router.Kind
 	read   bool // router.ReadOnly: its executions may read from a replica
+	retry  bool // router.Retriable: an execution that failed before any answer runs again elsewhere
 	params int
 	cols   int    // column count the client last saw (PREPARE, then each EXECUTE)
 	types  []byte // parameter types last bound by the client
@@ -136,7 +137,8 @@ func (s *Session) stmtPrepare(p []byte) error {
 			Message: fmt.Sprintf("Can't create more than max_prepared_stmt_count statements (current value: %d): "+
 				"keyshard's limit per session; close the statements no longer used", maxSessionStmts)})
 	}
-	st := &prepared{sql: sql, db: s.vars.DB, kind: info.Kind, read: router.ReadOnly(info), sticky: router.StickyPrepared(info),
+	st := &prepared{sql: sql, db: s.vars.DB, kind: info.Kind, read: router.ReadOnly(info), retry: router.Retriable(info),
+		sticky:        router.StickyPrepared(info),
 		sessionFuncs:  info.Flags&router.FlagSessionFunc != 0,
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
 	st.dig.Key = string(router.DigestKey(nil, s.vars.DB, sql, digest.MaxText))
@@ -399,7 +401,7 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 	if err != nil {
 		return s.fail(err)
 	}
-	return s.eng.Route(rt, st.plan, engine.Run{Kind: st.kind, Cursor: x.cursor, Send: x.sendLeg,
+	return s.eng.Route(rt, st.plan, engine.Run{Kind: st.kind, Read: st.read, Cursor: x.cursor, Send: x.sendLeg,
 		One: func(n *backend.Node, r *router.Route) error {
 			var params []int
 			if r.Params != nil {

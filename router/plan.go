@@ -170,6 +170,11 @@ func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool, nlits
 	stmts, err := p.Parse(text)
 	if err != nil || len(stmts) != 1 {
 		if params {
+			if err == nil {
+				// Not one statement (a batch): PlanShape plans the text
+				// as written instead, as for a shape that does not parse.
+				err = errors.New("not one statement")
+			}
 			return nil, err
 		}
 		// Unparseable: harmless on the default node unless it may touch a

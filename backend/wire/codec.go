@@ -134,6 +134,28 @@ func ParseErr(p []byte) *mysql.MyError {
 	return e
 }
 
+// Errors a server sends as it closes a connection (a shutdown, a KILL of
+// the connection, MySQL's idle timeout): the statement did not run there,
+// and the connection is gone.
+const (
+	errServerShutdown     = 1053 // ER_SERVER_SHUTDOWN
+	errConnectionKilled   = 1927 // ER_CONNECTION_KILLED (MariaDB)
+	errInteractionTimeout = 4031 // ER_CLIENT_INTERACTION_TIMEOUT (MySQL)
+)
+
+// IsGone reports whether p is an ERR packet saying the server closes the
+// connection (see errServerShutdown).
+func IsGone(p []byte) bool {
+	if len(p) < 3 || p[0] != ErrHeader {
+		return false
+	}
+	switch binary.LittleEndian.Uint16(p[1:]) {
+	case errServerShutdown, errConnectionKilled, errInteractionTimeout:
+		return true
+	}
+	return false
+}
+
 // SetOKInsertID appends to b the OK packet p with its insert id replaced by
 // id, everything else as it came (p must parse as an OK).
 func SetOKInsertID(b, p []byte, id uint64) []byte {

@@ -162,17 +162,36 @@ func (e *Engine) Lost(bc *backend.Conn, err error) error {
 	return err
 }
 
-// lostConn marks bc broken after a failed read or an answer that does not
+// lostConn marks bc lost after a failed read or an answer that does not
 // decode.
 func lostConn(bc *backend.Conn, err error) error {
-	bc.MarkBroken()
+	bc.MarkLost()
 	return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "connection lost during query", Err: err}
 }
 
 // sendErr is the error for a command that could not be sent to bc.
 func sendErr(bc *backend.Conn, err error) error {
-	bc.MarkBroken()
+	bc.MarkLost()
 	return &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "sending command", Err: err}
+}
+
+// maxRetries bounds how many times a read runs again after its
+// connection failed: the failed backend is avoided each time, and one
+// that refuses a new connection too leaves the read rotation at once
+// (backend.Pool), so a second retry is for a second server lost at the
+// same moment.
+const maxRetries = 2
+
+// mayRetry reports whether a read whose connection bc failed with err
+// before any of its answer arrived may run again on another connection:
+// the backend failed (not the client), the session was not killed, and a
+// frozen server is not waited on again (a replica's read goes elsewhere;
+// a master's would wait on the same server).
+func (e *Engine) mayRetry(bc *backend.Conn, err error) bool {
+	if backend.KindOf(err) != backend.KindLost || e.Trace.Killed() {
+		return false
+	}
+	return !backend.IsFrozen(err) || bc.Pool().Role() == backend.RoleReplica
 }
 
 // send writes one command to bc and flushes it: the client's packet raw
@@ -201,10 +220,12 @@ func send(bc *backend.Conn, raw []byte, sql *string) error {
 //
 // A plain read (router.Retriable) or a command other than COM_QUERY that
 // fails before any answer arrived, on a connection that was not pinned (a
-// pooled one may have been closed by the server while idle), is retried
-// once on a fresh connection, another replica for a read: nothing was
-// sent to the client, and running it again changes nothing. A write is
-// never retried (it may have run), nor is a killed session's statement.
+// pooled one may have been closed by the server while idle, its server
+// may have died), runs again on a fresh connection, avoiding the backend
+// that failed (another replica or the master; see maxRetries): nothing
+// was sent to the client, and running it again changes nothing. A write
+// is never retried (it may have run), nor is a killed session's
+// statement, nor one on a frozen master.
 func (e *Engine) Forward(n *backend.Node, raw []byte, sql *string, info *router.Info) error {
 	return e.ForwardThen(n, raw, sql, info, nil)
 }
@@ -258,8 +279,8 @@ func (e *Engine) forward(n *backend.Node, raw []byte, sql *string, info *router.
 		}
 		bc.Pool().Observe(time.Since(start), err != nil || res.Err != nil)
 		if err != nil {
-			if retriable && attempt == 0 && !res.Started && backend.KindOf(err) == backend.KindLost && !e.Trace.Killed() && !backend.IsFrozen(err) {
-				e.Conns.Release(bc) // broken: discarded
+			if retriable && attempt < maxRetries && !res.Started && e.mayRetry(bc, err) {
+				e.Conns.Release(bc) // broken: discarded, its backend avoided
 				e.Trace.Retry()
 				p |= Retry
 				continue

@@ -28,6 +28,67 @@ type Leg struct {
 	queued bool
 	ahead  [][]byte
 	cols   bool // a merge leg's column definitions were read
+	// gone: its connection failed and was given back, and no other could
+	// be had for it (see retryLeg): nothing to read, cancel or release.
+	gone  bool
+	tries int // times retryLeg sent it again
+}
+
+// legRetry says whether a fan-out's legs run again after their connection
+// failed before any of their answer was read (a read outside a
+// transaction, as Forward retries one), and how: p is the purpose they
+// were acquired for, send what sends a leg's statements.
+type legRetry struct {
+	ok   bool
+	p    Purpose
+	send func(l *Leg) error
+}
+
+// retryLeg sends leg l's statements again on a new connection to its node,
+// avoiding the backend of the one that failed with err before the answer
+// of its next statement began (at most maxRetries times, see mayRetry):
+// the statements whose answers were read are not sent again. It returns
+// nil once they are sent, else the error for the client.
+func (e *Engine) retryLeg(l *Leg, r legRetry, err error) error {
+	for r.ok && l.tries < maxRetries && l.BC != e.Conns.Pinned() && e.mayRetry(l.BC, err) {
+		l.tries++
+		e.Conns.Release(l.BC) // broken: discarded, its backend avoided
+		e.Trace.Retry()
+		bc, aerr := e.Conns.Acquire(e.Nodes[l.Route.Node], r.p|Retry)
+		if aerr != nil {
+			l.gone, l.finished = true, true
+			return aerr
+		}
+		route := l.Route
+		if l.done > 0 {
+			// The answers to its first statements were relayed: the
+			// others run again.
+			route = &router.Route{Node: route.Node, SubTables: route.SubTables[l.done:], SQL: route.SQL[l.done:]}
+			if l.Route.Params != nil {
+				route.Params = l.Route.Params[l.done:]
+			}
+		}
+		*l = Leg{BC: bc, Route: route, tries: l.tries}
+		if err = r.send(l); err == nil {
+			return nil
+		}
+		err = sendLost(l, err)
+	}
+	return err
+}
+
+// sendLost is the error of a leg whose statements could not be sent: a
+// network error as its connection's loss; the server's or keyshard's own
+// refusals as they are.
+func sendLost(l *Leg, err error) error {
+	var me *mysql.MyError
+	var be *backend.Error
+	var ee *Error
+	if errors.As(err, &me) || errors.As(err, &be) || errors.As(err, &ee) {
+		return err
+	}
+	l.BC.MarkLost()
+	return &backend.Error{Kind: backend.KindLost, Node: l.BC.Node(), Addr: l.BC.Addr(), Msg: "sending statement", Err: err}
 }
 
 // next reports whether more answers follow on the leg after one that ended
@@ -142,6 +203,9 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 		}
 		p |= AutocommitOn // autocommit off, no transaction open yet: a read as of now
 	}
+	// A read outside a transaction: a leg whose connection fails runs
+	// again on another.
+	again := legRetry{ok: isSelect && read && !e.Conns.TxOpen(), p: p, send: send}
 	legs := make([]Leg, 0, len(rt.Routes))
 	for i := range rt.Routes {
 		r := &rt.Routes[i]
@@ -175,7 +239,7 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 			return e.Fail(err)
 		}
 	}
-	if err := e.sendLegs(legs, send, false); err != nil {
+	if err := e.sendLegs(legs, send, false, again); err != nil {
 		w.abort()
 		e.releaseLegs(legs)
 		return e.Fail(err)
@@ -187,7 +251,7 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 	var err error
 	switch {
 	case isSelect:
-		err = e.relayScatter(legs)
+		err = e.relayScatter(legs, again)
 	case w != nil:
 		var sum okSum
 		if sum, err = e.gatherOKs(legs, rt, true); err == nil {
@@ -251,20 +315,21 @@ func legConns(legs []Leg) []*backend.Conn {
 // node inside a transaction share theirs, next to each other.
 func (e *Engine) releaseLegs(legs []Leg) {
 	for i := range legs {
-		if i > 0 && legs[i].BC == legs[i-1].BC {
+		if i > 0 && legs[i].BC == legs[i-1].BC || legs[i].gone {
 			continue
 		}
 		e.Conns.Release(legs[i].BC)
 	}
 }
 
-// sendLegs sends every leg its statements. On an error the legs already
+// sendLegs sends every leg its statements. A leg whose connection fails
+// is sent again on another (r, see retryLeg). On an error the legs already
 // sent are marked broken (their answers would reach the pool's next user)
 // and the error is returned for the client: a statement refused before
 // anything was sent (state sync, PREPARE) as the server gave it (named
 // by node and sub-table when name), a lost connection as such. The
 // caller releases the legs.
-func (e *Engine) sendLegs(legs []Leg, send func(l *Leg) error, name bool) error {
+func (e *Engine) sendLegs(legs []Leg, send func(l *Leg) error, name bool, r legRetry) error {
 	for i := range legs {
 		l := &legs[i]
 		if l.queued {
@@ -273,6 +338,11 @@ func (e *Engine) sendLegs(legs []Leg, send func(l *Leg) error, name bool) error 
 		err := send(l)
 		if err == nil {
 			continue
+		}
+		if r.ok {
+			if err = e.retryLeg(l, r, sendLost(l, err)); err == nil {
+				continue
+			}
 		}
 		var me *mysql.MyError
 		if errors.As(err, &me) {
@@ -298,7 +368,12 @@ func (e *Engine) sendLegs(legs []Leg, send func(l *Leg) error, name bool) error 
 
 // relayScatter relays the result sets of every leg as one: the first
 // result's column definitions, then the rows of each, then one end packet.
-func (e *Engine) relayScatter(legs []Leg) error {
+//
+// A leg whose connection fails before the first packet of a statement's
+// answer runs that statement and the leg's next ones again on another
+// connection (r, see retryLeg): the client has none of their rows yet,
+// and gets them once, as if nothing happened.
+func (e *Engine) relayScatter(legs []Leg, r legRetry) error {
 	var ncols uint64
 	started := false
 	var warnings uint16
@@ -314,7 +389,16 @@ func (e *Engine) relayScatter(legs []Leg) error {
 		}
 		for more := true; more; {
 			p, err := l.first(e.Trace)
+			if err == nil && p[0] == wire.ErrHeader && r.ok && wire.IsGone(p) {
+				err = lostConn(l.BC, wire.ParseErr(p)) // the server closes it instead of answering
+			}
 			if err != nil {
+				if r.ok {
+					if err = e.retryLeg(l, r, err); err == nil {
+						bp = l.BC.Packets()
+						continue
+					}
+				}
 				return e.Fail(err)
 			}
 			switch p[0] {

@@ -33,8 +33,10 @@ const (
 	// Read: a read-only statement. Outside a transaction and without
 	// pinned state it may go to one of the node's replicas.
 	Read Purpose = 1 << iota
-	// Retry: a read retried after its first connection failed before any
-	// answer: the replica that failed is avoided.
+	// Retry: a read (or PREPARE) run again after its connection failed
+	// before any answer: the backend of the last connection released
+	// broken is avoided (another replica, or the master), unless nothing
+	// else can serve.
 	Retry
 	// Meta: metadata only (PREPARE). Never opens a deferred transaction,
 	// never refused by one on another node, never pinned.
@@ -102,7 +104,7 @@ type Lease struct {
 	cursors    int    // statements with an open cursor (they pin the connection)
 	lastWrite  int64  // unix nanos of the session's last write
 	meta       *backend.Conn
-	lastRead   *backend.Pool   // the replica pool of the last read acquire
+	failed     *backend.Pool   // the pool of the last connection released broken (see Retry)
 	lost       string          // session state lost with a pinned connection (see TakeLost)
 	acOn       []*backend.Conn // connections acquired AutocommitOn, not released yet
 	xid        string          // the XA transaction of a transaction over several nodes ("" none)
@@ -254,17 +256,21 @@ func (l *Lease) Acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 	var skip *backend.Pool
 	if p&Retry != 0 {
-		skip = l.lastRead
+		skip = l.failed
 	}
-	l.lastRead = nil
 	if p&Meta != 0 {
 		// Prepared (for its metadata) where the executions may run: on a
-		// replica when the session can read from one, so that reads go
-		// on while the master is down; else the master, whatever fails.
+		// replica when the session can read from one (another when the
+		// first fails), so that reads go on while the master is down;
+		// else the master, whatever fails.
 		var bc *backend.Conn
-		if p&Read != 0 {
-			if rp, _ := l.readPool(n, nil); rp != nil {
-				bc, _ = l.synced(rp, false)
+		for try := 0; p&Read != 0 && bc == nil && try < 2; try++ {
+			rp, _ := l.readPool(n, skip)
+			if rp == nil {
+				break
+			}
+			if bc, _ = l.synced(rp, false); bc == nil {
+				l.failed, skip = rp, rp
 			}
 		}
 		var err error
@@ -285,41 +291,32 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 		}
 		return l.synced(n.Master, true)
 	}
-	if p&Extra != 0 {
-		var pool *backend.Pool
-		if p&Read != 0 {
-			var err error
-			if pool, err = l.readPool(n, nil); err != nil {
-				return nil, err
-			}
-		}
-		if pool == nil {
-			pool = n.Master
-		}
-		return l.synced(pool, false)
-	}
 	if p&Read != 0 {
 		rp, err := l.readPool(n, skip)
 		if err != nil {
 			return nil, err
 		}
 		if rp != nil {
-			l.lastRead = rp
 			bc, err := l.synced(rp, false)
-			if err != nil && skip == nil && retryRead(err) {
+			if err != nil && p&Retry == 0 && retryRead(err) {
 				// Once more elsewhere: another replica or the master.
+				l.failed = rp
 				return l.acquire(n, p|Retry)
 			}
 			return bc, err
 		}
+	}
+	if p&Extra != 0 {
+		return l.synced(n.Master, false)
 	}
 	return l.onNode(n, true)
 }
 
 // readPool returns the replica pool a read on node n (nil: the default
 // node) should use, or nil for the session's usual master connection.
-// skip is a pool a retry must avoid. With no replica able to serve and
-// master_reads off, it fails with an error naming the node.
+// skip is a pool a retry should avoid: it is used all the same when no
+// other can serve. With no replica able to serve and master_reads off, it
+// fails with an error naming the node.
 func (l *Lease) readPool(n *backend.Node, skip *backend.Pool) (*backend.Pool, error) {
 	if !l.Split || l.pinned != nil || l.txBegin != "" || l.sticky != "" || !l.Vars.Autocommit {
 		return nil, nil
@@ -334,6 +331,9 @@ func (l *Lease) readPool(n *backend.Node, skip *backend.Pool) (*backend.Pool, er
 		return nil, nil
 	}
 	p := n.ReadPool(skip)
+	if p == nil && skip != nil {
+		p = n.ReadPool(nil) // a new connection where the last one failed
+	}
 	if p == nil {
 		return nil, &backend.Error{Kind: backend.KindDown, Node: n.Name, Addr: n.Master.Addr(), Role: backend.RoleReplica,
 			Msg: "no replica can serve reads (all down, lagging or failed) and master_reads is off"}
@@ -394,7 +394,18 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 	if tx && l.txBegin != "" {
 		if _, err := bc.Exec(l.txBegin); err != nil {
 			l.Release(bc)
-			return nil, err
+			if backend.KindOf(err) != backend.KindLost || backend.IsFrozen(err) {
+				return nil, err
+			}
+			// A pooled connection found dead by the BEGIN (nothing of
+			// the statement was sent): once more on another.
+			if bc, err = l.synced(n.Master, false); err != nil {
+				return nil, err
+			}
+			if _, err := bc.Exec(l.txBegin); err != nil {
+				l.Release(bc)
+				return nil, err
+			}
 		}
 		l.txBegin, l.txImplied = "", false
 		if l.XA != nil {
@@ -617,25 +628,35 @@ func (l *Lease) endBranches() {
 	l.branches = nil
 }
 
-// synced gets a connection from pool p and syncs it to the session.
+// synced gets a connection from pool p and syncs it to the session. A
+// pooled connection found dead while syncing (its server restarted, or
+// closed it while idle) is replaced once: nothing of the statement was
+// sent, and the pool pings its other idle connections before use now.
 func (l *Lease) synced(p *backend.Pool, acOn bool) (*backend.Conn, error) {
-	bc, err := p.Get(l.Ctx, backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB))
-	if err != nil {
-		return nil, err
+	f := backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB)
+	for try := 0; ; try++ {
+		bc, err := p.Get(l.Ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		if err := bc.Sync(l.Vars.DB, l.Vars.Multi, l.Vars.Autocommit || acOn, l.Vars.State); err != nil {
+			l.putBack(bc)
+			if try == 0 && backend.KindOf(err) == backend.KindLost && !backend.IsFrozen(err) {
+				continue
+			}
+			return nil, err
+		}
+		if acOn && !l.Vars.Autocommit {
+			l.acOn = append(l.acOn, bc)
+		}
+		return bc, nil
 	}
-	if err := bc.Sync(l.Vars.DB, l.Vars.Multi, l.Vars.Autocommit || acOn, l.Vars.State); err != nil {
-		l.putBack(bc)
-		return nil, err
-	}
-	if acOn && !l.Vars.Autocommit {
-		l.acOn = append(l.acOn, bc)
-	}
-	return bc, nil
 }
 
 // putBack returns bc to its pool (closed if broken); never pins.
 func (l *Lease) putBack(bc *backend.Conn) {
 	if bc.Broken() {
+		l.failed = bc.Pool()
 		bc.Pool().Discard(bc)
 		return
 	}
@@ -699,6 +720,7 @@ func (l *Lease) Release(bc *backend.Conn) {
 	}
 	pool := bc.Pool()
 	if bc.Broken() {
+		l.failed = pool
 		if l.pinned == bc {
 			// What tied the session to the connection goes with it (a
 			// connection lost on another node leaves the pinned one's).

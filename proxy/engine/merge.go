@@ -81,18 +81,21 @@ func (e *Engine) merged(rt *router.Routing, binary, read bool, send func(l *Leg)
 			legs = append(legs, Leg{BC: bc, Route: &routes[len(routes)-1], queued: j > 0 && inTx})
 		}
 	}
-	if err := e.sendLegs(legs, send, true); err != nil {
+	// A read outside a transaction: a leg whose connection fails before
+	// its answer runs again on another (see retryLeg).
+	again := legRetry{ok: read && !inTx, p: p, send: send}
+	if err := e.sendLegs(legs, send, true, again); err != nil {
 		for i := range legs {
 			// Cancel the statements sent (their connections are broken);
 			// the others go back to the pool.
-			legs[i].finished = !legs[i].BC.Broken()
+			legs[i].finished = legs[i].gone || !legs[i].BC.Broken()
 		}
 		cancelLegs(legs)
 		e.releaseLegs(legs)
 		return e.Fail(err)
 	}
 	e.Trace.Running(legs[0].BC)
-	err := e.relayMerged(rt, legs, binary, send)
+	err := e.relayMerged(rt, legs, binary, send, again)
 	e.Trace.Running(nil)
 	for i := range legs {
 		if inTx && !legs[i].BC.Broken() {
@@ -265,8 +268,9 @@ func skipLeg(l *Leg) error {
 // columns the merge added). A leg that answers otherwise, or with other
 // columns, is an error for the client (failed); err is a lost backend.
 // A queued leg's statement is sent by next once the leg before it, on
-// the same connection, is read ahead.
-func mergeColumns(legs []Leg, hidden int, trace Tracer, next func(i int) (failed, err error)) (cols []merge.Column, defs [][]byte, failed, err error) {
+// the same connection, is read ahead. A leg whose connection fails before
+// its answer runs again on another (r, see retryLeg).
+func (e *Engine) mergeColumns(legs []Leg, hidden int, r legRetry, next func(i int) (failed, err error)) (cols []merge.Column, defs [][]byte, failed, err error) {
 	for i := range legs {
 		l := &legs[i]
 		if failed != nil {
@@ -277,9 +281,18 @@ func mergeColumns(legs []Leg, hidden int, trace Tracer, next func(i int) (failed
 				return nil, nil, failed, err
 			}
 		}
-		p, err := l.first(trace)
-		if err != nil {
-			return nil, nil, nil, err
+		p, err := l.first(e.Trace)
+		for err != nil || p[0] == wire.ErrHeader && r.ok && wire.IsGone(p) {
+			if err == nil {
+				err = lostConn(l.BC, wire.ParseErr(p)) // the server closes it instead of answering
+			}
+			if !r.ok {
+				return nil, nil, nil, err
+			}
+			if err = e.retryLeg(l, r, err); err != nil {
+				return nil, nil, nil, err
+			}
+			p, err = l.first(e.Trace)
 		}
 		switch p[0] {
 		case wire.ErrHeader:
@@ -342,7 +355,7 @@ func mergeColumns(legs []Leg, hidden int, trace Tracer, next func(i int) (failed
 
 // relayMerged reads every leg's column definitions, sends the client the
 // visible ones, merges the rows and ends the result.
-func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool, send func(l *Leg) error) error {
+func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool, send func(l *Leg) error, r legRetry) error {
 	spec := rt.Spec
 	held := 0
 	var warnings uint16
@@ -352,7 +365,7 @@ func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool, send f
 		}
 		l := &legs[i]
 		l.queued = false
-		if err := e.sendLegs(legs[i:i+1], send, true); err != nil {
+		if err := e.sendLegs(legs[i:i+1], send, true, legRetry{}); err != nil {
 			var me *mysql.MyError
 			if errors.As(err, &me) {
 				l.finished = true
@@ -362,7 +375,7 @@ func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool, send f
 		}
 		return nil, nil
 	}
-	cols, defs, failed, err := mergeColumns(legs, spec.Hidden, e.Trace, next)
+	cols, defs, failed, err := e.mergeColumns(legs, spec.Hidden, r, next)
 	if err != nil {
 		return e.Fail(err)
 	}

@@ -178,6 +178,7 @@ func (e *Engine) readResult(bc *backend.Conn, res *Result) (p []byte, done bool,
 	if err != nil {
 		return nil, true, lostConn(bc, err)
 	}
+	first := !res.Started
 	res.Started = true
 	e.Trace.FirstByte()
 	if len(p) == 0 {
@@ -188,6 +189,13 @@ func (e *Engine) readResult(bc *backend.Conn, res *Result) (p []byte, done bool,
 		more, err := e.relayOK(bc, p, res)
 		return nil, err != nil || !more, err
 	case wire.ErrHeader:
+		if first && wire.IsGone(p) {
+			// The server closes the connection instead of answering
+			// (shutting down, the connection killed): lost, with nothing
+			// relayed, so a read may run again elsewhere.
+			res.Started = false
+			return nil, true, lostConn(bc, wire.ParseErr(p))
+		}
 		res.Err = wire.ParseErr(p)
 		if err := e.Client.Packet(p); err != nil {
 			return nil, true, err
