@@ -23,7 +23,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 # odd sources).
 GOFILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './.tmp/*')
 
-.PHONY: help build test lint fmtcheck vet demo bench compat clean
+.PHONY: help build test fuzz lint fmtcheck vet demo bench compat clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,10 +31,17 @@ help: ## list the targets
 build: ## build bin/keyshard (version from git describe)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/keyshard
 
-test: fmtcheck vet ## gofmt check, go vet, go test -race ./... (end-to-end tests start their own MariaDB), then the driver matrix
+test: fmtcheck vet ## gofmt check, go vet, go test -race ./... (end-to-end tests start their own MariaDB), 5s of each fuzz target, then the driver matrix
 	scripts/backends.sh install
 	$(GO) test -race -count=1 -timeout 12m ./...
+	FUZZTIME=5s GO="$(GO)" scripts/fuzz.sh
 	test/drivers/run.sh
+
+# FUZZTIME is how long each fuzz target runs; FUZZ (a regexp) picks targets.
+# A crasher is written under the package's testdata/fuzz/ (scripts/fuzz.sh).
+FUZZTIME ?= 2m
+fuzz: ## run every Go fuzz target for FUZZTIME each (default 2m; e.g. make fuzz FUZZ=Dispatch FUZZTIME=10m)
+	FUZZTIME="$(FUZZTIME)" FUZZ="$(FUZZ)" GO="$(GO)" scripts/fuzz.sh
 
 lint: fmtcheck vet ## gofmt check, go vet, staticcheck
 	$(GO) run $(STATICCHECK) ./...

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/engine"
 )
 
 // serverCaps are the capabilities keyshard offers clients. CLIENT_SSL is
@@ -204,7 +205,14 @@ func (s *Session) handshake() error {
 	ext := r.ext & s.greetExt
 	s.cl.SetCaps(s.caps, ext)
 	s.lease.Caps, s.lease.Ext = s.caps, ext
-	if err := s.authenticate(r.user, r.plugin, r.auth, scramble); err != nil {
+	clientPlugin := r.plugin
+	if r.caps&mysql.CLIENT_PLUGIN_AUTH == 0 {
+		// A client without auth plugins answered the scramble the 4.1
+		// way, as COM_CHANGE_USER assumes too (an auth switch would be
+		// the pre-4.1 "use the old password" request to it).
+		clientPlugin = mysql.AUTH_NATIVE_PASSWORD
+	}
+	if err := s.authenticate(r.user, clientPlugin, r.auth, scramble); err != nil {
 		return err
 	}
 	if err := s.setUser(r.user); err != nil {
@@ -212,7 +220,17 @@ func (s *Session) handshake() error {
 	}
 	s.collation = r.collation
 	s.zstdLevel = r.zstdLevel
-	return s.startSession(r.db)
+	if err := s.startSession(r.db); err != nil {
+		var ee *engine.Error
+		if errors.As(err, &ee) {
+			// A database for a user without a schema: refused with its
+			// errno like any other login error (the caller answers only
+			// the error types it knows), not by closing the connection.
+			return toMySQL(err)
+		}
+		return err
+	}
+	return nil
 }
 
 // compression is the algorithm the client negotiated: zlib when it asked
@@ -422,8 +440,9 @@ func (s *Session) changeUser(p []byte) error {
 }
 
 // changeUserPause is how long a refused COM_CHANGE_USER waits before its
-// answer (MariaDB waits about as long).
-const changeUserPause = time.Second
+// answer (MariaDB waits about as long). A variable only so that the
+// session fuzz test can send many refused changes.
+var changeUserPause = time.Second
 
 // endingError is an error after which the connection is closed.
 type endingError struct{ err error }
