@@ -30,7 +30,7 @@ func ReadOnly(info Info) bool {
 // could have left behind.
 func Retriable(info Info) bool {
 	return (info.Kind == KindSelect || info.Kind == KindShow) &&
-		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar) == 0
+		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagMasterOnly) == 0 // NEXTVAL, INTO OUTFILE, RELEASE_LOCK
 }
 
 // Writes reports whether a statement may change data on the master, so

@@ -240,7 +240,7 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 	// A statement (the client's or rewritten) is retried only if it is a
 	// plain read: a write may have run before its connection died.
 	retriable := e.Conns.Pinned() == nil && !e.Conns.Deferred() &&
-		(cmd != mysql.COM_QUERY || info != nil && router.Retriable(*info))
+		(cmd == mysql.COM_FIELD_LIST || cmd == mysql.COM_STATISTICS || cmd == mysql.COM_QUERY && info != nil && router.Retriable(*info))
 	p := Write
 	if info != nil && cmd == mysql.COM_QUERY && router.ReadOnly(*info) {
 		p = Read
