@@ -182,6 +182,19 @@ func sendErr(bc *backend.Conn, err error) error {
 // same moment.
 const maxRetries = 2
 
+// again reports whether an attempt on bc that failed with err runs again,
+// having released bc (broken: discarded, its backend avoided) and counted
+// the retry: retriable (a read that sent nothing to the client, on no
+// pinned connection), within maxRetries, after an error a retry can cure.
+func (e *Engine) again(bc *backend.Conn, err error, retriable bool, attempt int) bool {
+	if !retriable || attempt >= maxRetries || !e.mayRetry(bc, err) {
+		return false
+	}
+	e.Conns.Release(bc)
+	e.Trace.Retry()
+	return true
+}
+
 // mayRetry reports whether a read whose connection bc failed with err
 // before any of its answer arrived may run again on another connection:
 // the backend failed (not the client), the session was not killed, and a
@@ -279,9 +292,7 @@ func (e *Engine) forward(n *backend.Node, raw []byte, sql *string, info *router.
 		}
 		bc.Pool().Observe(time.Since(start), err != nil || res.Err != nil)
 		if err != nil {
-			if retriable && attempt < maxRetries && !res.Started && e.mayRetry(bc, err) {
-				e.Conns.Release(bc) // broken: discarded, its backend avoided
-				e.Trace.Retry()
+			if e.again(bc, err, retriable && !res.Started, attempt) {
 				p |= Retry
 				continue
 			}

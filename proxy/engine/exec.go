@@ -76,9 +76,7 @@ func (e *Engine) Execute(n *backend.Node, x Exec) error {
 			bc.Pool().Observe(time.Since(start), err != nil || res.Err != nil)
 		}
 		if err != nil {
-			if retriable && attempt < maxRetries && !res.Started && e.mayRetry(bc, err) {
-				e.Conns.Release(bc) // broken: discarded, its backend avoided
-				e.Trace.Retry()
+			if e.again(bc, err, retriable && !res.Started, attempt) {
 				p |= Retry
 				continue
 			}
@@ -167,9 +165,7 @@ func (e *Engine) Prepare(n *backend.Node, read bool, key, text string, ref *back
 			return nil, e.Fail(err)
 		}
 		if err != nil {
-			if i == 0 && attempt < maxRetries && bc != e.Conns.Pinned() && e.mayRetry(bc, err) {
-				e.Conns.Release(bc) // broken: discarded, its backend avoided
-				e.Trace.Retry()
+			if e.again(bc, err, i == 0 && bc != e.Conns.Pinned(), attempt) {
 				p |= Retry
 				continue
 			}

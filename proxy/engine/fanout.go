@@ -50,10 +50,8 @@ type legRetry struct {
 // the statements whose answers were read are not sent again. It returns
 // nil once they are sent, else the error for the client.
 func (e *Engine) retryLeg(l *Leg, r legRetry, err error) error {
-	for r.ok && l.tries < maxRetries && l.BC != e.Conns.Pinned() && e.mayRetry(l.BC, err) {
+	for e.again(l.BC, err, r.ok && l.BC != e.Conns.Pinned(), l.tries) {
 		l.tries++
-		e.Conns.Release(l.BC) // broken: discarded, its backend avoided
-		e.Trace.Retry()
 		bc, aerr := e.Conns.Acquire(e.Nodes[l.Route.Node], r.p|Retry)
 		if aerr != nil {
 			l.gone, l.finished = true, true
