@@ -48,12 +48,12 @@ func newBlacklist(sqls []string) *blacklist {
 		if q == "" {
 			continue
 		}
-		k := blackKey(p, q)
-		if _, dup := b.keys[k]; dup || k == "" || router.Classify(q).Flags&router.FlagMulti != 0 {
+		k, info := blackKey(p, q), router.Classify(q)
+		if _, dup := b.keys[k]; dup || k == "" || info.Flags&router.FlagMulti != 0 {
 			continue // one statement per entry (see with)
 		}
 		b.keys[k] = struct{}{}
-		b.kinds[router.Classify(q).Kind%32] = true
+		b.kinds[info.Kind%32] = true
 		b.sqls = append(b.sqls, q)
 	}
 	return b

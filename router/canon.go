@@ -350,12 +350,12 @@ func openExecComments(sql string, versioned bool) string {
 			b = append(b, sql[i:j]...)
 			i = j
 			continue
-		case c == '#' || c == '-' && i+2 < len(sql) && sql[i+1] == '-' && (sql[i+2] == ' ' || sql[i+2] == '\t' || sql[i+2] == '\n' || sql[i+2] == '\r'):
+		case lineComment(sql, i):
 			j := skipLine(sql, i)
 			b = append(b, sql[i:j]...) // a quote in it starts nothing
 			i = j
 			continue
-		case c == '/' && i+2 < len(sql) && sql[i+1] == '*' && (sql[i+2] == '!' || sql[i+2] == 'M' && i+3 < len(sql) && sql[i+3] == '!'):
+		case execComment(sql, i):
 			j := i + 3
 			if sql[i+2] == 'M' {
 				j++
@@ -365,29 +365,17 @@ func openExecComments(sql string, versioned bool) string {
 				k++
 			}
 			if k > j && !versioned {
-				end := indexFrom(sql, k, "*/")
-				if end < 0 {
-					end = len(sql)
-				} else {
-					end += 2
-				}
 				b = append(b, ' ')
-				i = end
+				i = commentEnd(sql, k)
 				continue
 			}
 			b = append(b, ' ')
 			depth++
 			i = k
 			continue
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			j := indexFrom(sql, i+2, "*/")
-			if j < 0 {
-				j = len(sql)
-			} else {
-				j += 2
-			}
+		case blockComment(sql, i):
 			b = append(b, ' ')
-			i = j
+			i = commentEnd(sql, i+2)
 			continue
 		case c == '*' && depth > 0 && i+1 < len(sql) && sql[i+1] == '/':
 			b = append(b, ' ')

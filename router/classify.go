@@ -159,14 +159,10 @@ func Classify(sql string) Info {
 				switch {
 				case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == ';':
 					j++
-				case ch == '#' || ch == '-' && j+2 < n && sql[j+1] == '-' && (sql[j+2] == ' ' || sql[j+2] == '\t' || sql[j+2] == '\n' || sql[j+2] == '\r'):
+				case lineComment(sql, j):
 					j = skipLine(sql, j)
-				case ch == '/' && j+1 < n && sql[j+1] == '*' && !(j+2 < n && (sql[j+2] == '!' || sql[j+2] == 'M' && j+3 < n && sql[j+3] == '!')):
-					if k := indexFrom(sql, j+2, "*/"); k >= 0 {
-						j = k + 2
-					} else {
-						j = n
-					}
+				case blockComment(sql, j):
+					j = commentEnd(sql, j+2)
 				default:
 					info.Flags |= FlagMulti
 					break scan
@@ -384,6 +380,34 @@ func skipQuoted(s string, i int, q byte) int {
 			return i + 1
 		}
 		i++
+	}
+	return len(s)
+}
+
+// lineComment reports whether a '#' or '-- ' comment (two dashes and a
+// blank or control character, as the server reads it) starts at s[i].
+func lineComment(s string, i int) bool {
+	return s[i] == '#' || s[i] == '-' && i+2 < len(s) && s[i+1] == '-' && s[i+2] <= ' '
+}
+
+// execComment reports whether an executable comment (/*! or /*M!) starts
+// at s[i].
+func execComment(s string, i int) bool {
+	return i+2 < len(s) && s[i] == '/' && s[i+1] == '*' &&
+		(s[i+2] == '!' || s[i+2] == 'M' && i+3 < len(s) && s[i+3] == '!')
+}
+
+// blockComment reports whether a /* comment that is not executable starts
+// at s[i].
+func blockComment(s string, i int) bool {
+	return i+1 < len(s) && s[i] == '/' && s[i+1] == '*' && !execComment(s, i)
+}
+
+// commentEnd returns the index after the */ that closes a comment whose
+// body starts at s[from] (len(s) if none does).
+func commentEnd(s string, from int) int {
+	if j := indexFrom(s, from, "*/"); j >= 0 {
+		return j + 2
 	}
 	return len(s)
 }

@@ -187,14 +187,10 @@ func splitStatements(sql string) []string {
 		switch c := sql[i]; {
 		case c == '\'' || c == '"' || c == '`':
 			i = skipQuoted(sql, i, c)
-		case c == '#' || c == '-' && i+2 < len(sql) && sql[i+1] == '-' && (sql[i+2] == ' ' || sql[i+2] == '\t'):
+		case lineComment(sql, i):
 			i = skipLine(sql, i)
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*' && (i+2 >= len(sql) || sql[i+2] != '!'):
-			if j := indexFrom(sql, i+2, "*/"); j >= 0 {
-				i = j + 2
-			} else {
-				i = len(sql)
-			}
+		case blockComment(sql, i):
+			i = commentEnd(sql, i+2)
 		case c == ';':
 			out = append(out, sql[start:i])
 			i++
