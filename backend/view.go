@@ -77,3 +77,15 @@ func (n *Node) viewRead(skip *Pool) *Pool {
 	}
 	return n.own(n.base.ReadPool(skip))
 }
+
+// PoolFor returns the view's pool standing for bp, one of its base node's
+// pools; nil if the view has none for it yet (a replica not read from).
+func (n *Node) PoolFor(bp *Pool) *Pool {
+	if n.base == nil {
+		return nil
+	}
+	return (*n.views.Load())[bp]
+}
+
+// User is the backend user n's pools log in as.
+func (n *Node) User() string { return n.opts.Pool.User }

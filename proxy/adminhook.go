@@ -1,5 +1,12 @@
 package proxy
 
+import (
+	"strconv"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
 // AdminFunc runs keyshard's own statements: kingshard's `admin ...` forms
 // and the SHOW forms that describe the proxy (package proxy/admin builds
 // one and cmd/keyshard installs it with SetAdmin). It is called for every
@@ -12,6 +19,7 @@ type AdminFunc func(req AdminRequest) (res *AdminResult, handled bool, err error
 type AdminRequest struct {
 	ConnID uint32
 	User   string
+	From   string // the client's address
 	Admin  bool   // the user may run admin statements (root or admin_users)
 	SQL    string // from its first keyword; leading comments removed
 }
@@ -23,6 +31,9 @@ type AdminResult struct {
 	Rows     [][]string
 	Affected uint64
 	Info     string
+	// Warnings are counted in the OK packet and shown by the session's
+	// next SHOW WARNINGS (or SHOW COUNT(*) WARNINGS), as a server's.
+	Warnings []string
 }
 
 // SetAdmin installs the admin statement handler (nil removes it).
@@ -40,7 +51,7 @@ func (s *Session) adminStmt(sql string) (bool, error) {
 	if f == nil {
 		return false, nil
 	}
-	res, handled, err := (*f)(AdminRequest{ConnID: s.id, User: s.user, Admin: s.snap.cfg.IsAdmin(s.user), SQL: sql})
+	res, handled, err := (*f)(AdminRequest{ConnID: s.id, User: s.user, From: s.remoteHost, Admin: s.snap.cfg.IsAdmin(s.user), SQL: sql})
 	if !handled {
 		return false, nil
 	}
@@ -51,7 +62,8 @@ func (s *Session) adminStmt(sql string) (bool, error) {
 		res = &AdminResult{}
 	}
 	if res.Columns == nil {
-		return true, s.cl.OK(res.Affected, 0, s.lease.Status(), 0, res.Info)
+		s.warnings = res.Warnings
+		return true, s.cl.OK(res.Affected, 0, s.lease.Status(), uint16(min(len(res.Warnings), 65535)), res.Info)
 	}
 	return true, s.writeResultSet(res.Columns, res.Rows)
 }
@@ -71,4 +83,45 @@ func isAdminCandidate(sql string) bool {
 		return ok
 	}
 	return false
+}
+
+// isShowWarnings reports whether sql is SHOW WARNINGS or SHOW COUNT(*)
+// WARNINGS, which keep the last statement's warnings.
+func isShowWarnings(sql string) bool {
+	w := showWarningsForm(sql)
+	return w == "showwarnings" || w == "showcount(*)warnings"
+}
+
+// showWarningsForm is sql lower-cased without spaces and a final ';'
+// (only for short statements: "" otherwise).
+func showWarningsForm(sql string) string {
+	if len(sql) > 64 {
+		return ""
+	}
+	sql = strings.TrimSuffix(strings.TrimSpace(sql), ";")
+	return strings.ToLower(strings.Join(strings.Fields(sql), ""))
+}
+
+// showWarnings answers SHOW [COUNT(*)] WARNINGS with keyshard's warnings
+// of the last statement.
+func (s *Session) showWarnings(sql string) error {
+	if showWarningsForm(sql) == "showcount(*)warnings" {
+		return s.writeResultSet([]string{"@@session.warning_count"}, [][]string{{strconv.Itoa(len(s.warnings))}})
+	}
+	rows := make([][]string, len(s.warnings))
+	for i, w := range s.warnings {
+		rows[i] = []string{"Warning", strconv.Itoa(mysql.ER_UNKNOWN_ERROR), w}
+	}
+	return s.writeResultSet([]string{"Level", "Code", "Message"}, rows)
+}
+
+// hinted reports whether lead, the comments before a statement, holds a
+// node hint: the statement is for that node's server (/*node1*/ SHOW
+// PROCESSLIST lists the backend's threads), not keyshard's.
+func (s *Session) hinted(lead string) bool {
+	if lead == "" {
+		return false
+	}
+	_, ok, err := s.hintNode(lead)
+	return ok || err != nil
 }

@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
+	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
 )
 
 // The operator's controls: what admin SQL and the REST API do. Changes to
@@ -19,10 +24,48 @@ import (
 // config swapped in), so 'save' writes what runs; the rest (online, a
 // backend taken down) are run-time state only.
 
+// Actor is who asks for an operator change, for the log.
+type Actor struct {
+	User string // the admin user (admin SQL) or web_user (REST)
+	Via  string // the interface: "admin SQL" or "REST"
+	From string // the client's address
+}
+
+// Controls are the operator's controls as an actor uses them (Server.By):
+// each change that is made is logged with what changed, who changed it
+// and through which interface, and counted in keyshard_admin_changes_total
+// (apart from reloads).
+type Controls struct {
+	s  *Server
+	by Actor
+}
+
+// By returns the controls for changes asked for by a.
+func (s *Server) By(a Actor) Controls { return Controls{s: s, by: a} }
+
+// done logs and counts the change what once it is made (err nil).
+func (c Controls) done(what string, err error) error {
+	if err != nil {
+		return err
+	}
+	c.s.adminChanges.Add(1)
+	c.s.log.Info("admin change", zap.String("change", what), zap.String("user", c.by.User),
+		zap.String("via", c.by.Via), zap.String("from", c.by.From))
+	return nil
+}
+
+// change makes the config change what with edit (see Server.change).
+func (c Controls) change(what string, edit func(*config.Config) error) error {
+	return c.done(what, c.s.change(edit))
+}
+
 // SetOnline puts the proxy online (true) or offline: offline, new client
 // connections are refused with ER_SERVER_OFFLINE_MODE; sessions already
 // open go on.
-func (s *Server) SetOnline(on bool) { s.offline.Store(!on) }
+func (c Controls) SetOnline(on bool) error {
+	c.s.offline.Store(!on)
+	return c.done(map[bool]string{true: "proxy online", false: "proxy offline"}[on], nil)
+}
 
 // Online reports whether new connections are accepted.
 func (s *Server) Online() bool { return !s.offline.Load() }
@@ -36,7 +79,8 @@ type Status struct {
 	Connections  int64     `json:"connections"` // client connections open
 	Sessions     int       `json:"sessions"`    // authenticated sessions
 	Nodes        int       `json:"nodes"`
-	Reloads      int64     `json:"reloads"` // configs applied since start (reloads and admin changes)
+	Reloads      int64     `json:"reloads"`       // config reloads applied since start (SIGHUP, admin reload, REST, file change)
+	AdminChanges int64     `json:"admin_changes"` // changes made through admin SQL or REST
 	ReloadErrors int64     `json:"reload_errors"`
 	LastReload   string    `json:"last_reload"` // RFC 3339, "" if none
 	ConfigFile   string    `json:"config_file"`
@@ -47,7 +91,7 @@ type Status struct {
 func (s *Server) Status() Status {
 	st := Status{
 		State: "online", Online: s.Online(), Started: s.started, Uptime: time.Since(s.started).Round(time.Second).String(),
-		Connections: s.conns.Load(), Nodes: len(s.Nodes()), Reloads: s.reloads.Load(),
+		Connections: s.conns.Load(), Nodes: len(s.Nodes()), Reloads: s.reloads.Load(), AdminChanges: s.adminChanges.Load(),
 		ReloadErrors: s.reloadErrors.Load(), ConfigFile: s.Config().Source(), Goroutines: runtime.NumGoroutine(),
 	}
 	if !st.Online {
@@ -62,47 +106,82 @@ func (s *Server) Status() Status {
 
 // Backend is one master or replica for SHOW BACKENDS and the REST API.
 type Backend struct {
-	Node       string `json:"node"`
-	Addr       string `json:"address"`
-	Role       string `json:"type"` // master | slave
-	State      string `json:"status"`
-	AdminDown  bool   `json:"admin_down"`
-	Weight     int    `json:"weight"`
-	Lag        int64  `json:"replication_lag"` // seconds; -1 unknown
-	MaxConns   int    `json:"max_conn"`
-	Open       int64  `json:"open_conn"`
-	InUse      int64  `json:"in_use_conn"`
-	Idle       int64  `json:"idle_conn"`
-	Statements int64  `json:"statements"`
-	Errors     int64  `json:"errors"`
-	LastError  string `json:"last_check_error"`
+	Node       string  `json:"node"`
+	Addr       string  `json:"address"`
+	Role       string  `json:"type"` // master | slave
+	State      string  `json:"status"`
+	AdminDown  bool    `json:"admin_down"`
+	Weight     int     `json:"weight"`
+	Lag        int64   `json:"replication_lag"` // seconds; -1 unknown
+	MaxConns   int     `json:"max_conn"`
+	Open       int64   `json:"open_conn"`
+	InUse      int64   `json:"in_use_conn"`
+	Idle       int64   `json:"idle_conn"`
+	Waits      int64   `json:"pool_waits"`   // gets that waited for a free connection
+	WaitMs     float64 `json:"pool_wait_ms"` // time they waited
+	Timeouts   int64   `json:"pool_timeouts"`
+	Statements int64   `json:"statements"`
+	Errors     int64   `json:"errors"`
+	LastError  string  `json:"last_check_error"`
+	// Pools are the connection pools to this server, one per backend user
+	// (the node's, and each user_list backend_user's): the connection
+	// counts above are their sums.
+	Pools []PoolUse `json:"pools"`
+}
+
+// PoolUse is one backend user's pool to a server.
+type PoolUse struct {
+	User     string  `json:"user"`
+	Open     int64   `json:"open_conn"`
+	InUse    int64   `json:"in_use_conn"`
+	Idle     int64   `json:"idle_conn"`
+	Waits    int64   `json:"pool_waits"`
+	WaitMs   float64 `json:"pool_wait_ms"`
+	Timeouts int64   `json:"pool_timeouts"`
 }
 
 // Backends lists every master and replica, by node name.
 func (s *Server) Backends() []Backend {
-	nodes := s.Nodes()
-	names := make([]string, 0, len(nodes))
-	for name := range nodes {
+	snap := s.snap.Load()
+	names := make([]string, 0, len(snap.nodes))
+	for name := range snap.nodes {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	var out []Backend
 	for _, name := range names {
-		n := nodes[name]
-		out = append(out, backendOf(name, n.Master, 0))
+		n := snap.nodes[name]
+		views := snap.viewsOf(name)
+		out = append(out, backendOf(name, n, n.Master, 0, views))
 		for _, r := range n.Replicas() {
-			out = append(out, backendOf(name, r.Pool, r.Weight))
+			out = append(out, backendOf(name, n, r.Pool, r.Weight, views))
 		}
 	}
 	return out
 }
 
-func backendOf(node string, p *backend.Pool, weight int) Backend {
-	st := p.Stats()
-	ls := p.Statements().Snapshot()
-	return Backend{Node: node, Addr: p.Addr(), Role: p.Role().String(), State: p.Health().String(), AdminDown: p.AdminDown(),
-		Weight: weight, Lag: p.Lag(), MaxConns: p.Options().MaxConns, Open: st.Open, InUse: st.InUse, Idle: st.Idle,
+// backendOf describes pool p of node n; views are n's views (Node.As),
+// whose pools to the same server are counted in.
+func backendOf(node string, n *backend.Node, p *backend.Pool, weight int, views []*backend.Node) Backend {
+	ls := p.Statements().Snapshot() // shared with the views' pools
+	b := Backend{Node: node, Addr: p.Addr(), Role: p.Role().String(), State: p.Health().String(), AdminDown: p.AdminDown(),
+		Weight: weight, Lag: p.Lag(), MaxConns: p.Options().MaxConns,
 		Statements: ls.Count, Errors: ls.Errors, LastError: p.LastCheckError()}
+	add := func(user string, p *backend.Pool) {
+		st := p.Stats()
+		u := PoolUse{User: user, Open: st.Open, InUse: st.InUse, Idle: st.Idle, Waits: st.Waits,
+			WaitMs: float64(st.WaitTime) / float64(time.Millisecond), Timeouts: st.Timeouts}
+		b.Pools = append(b.Pools, u)
+		b.Open, b.InUse, b.Idle, b.Waits, b.WaitMs, b.Timeouts = b.Open+u.Open, b.InUse+u.InUse, b.Idle+u.Idle,
+			b.Waits+u.Waits, b.WaitMs+u.WaitMs, b.Timeouts+u.Timeouts
+	}
+	add(n.User(), p)
+	for _, v := range views {
+		if vp := v.PoolFor(p); vp != nil {
+			add(v.User(), vp)
+		}
+	}
+	return b
 }
 
 // adminArg is the error for a bad argument to an operator control.
@@ -137,7 +216,8 @@ func (s *Server) pool(node, role, addr string) (*backend.Pool, error) {
 // Down, a master refuses statements at once and a replica gets no reads;
 // it stays so until put up (health checks do not override it). Run-time
 // state only: a reload keeps it for a node it keeps.
-func (s *Server) SetBackendDown(node, role, addr string, down bool) error {
+func (c Controls) SetBackendDown(node, role, addr string, down bool) error {
+	s := c.s
 	s.reloadMu.Lock() // not onto a node a reload is replacing
 	defer s.reloadMu.Unlock()
 	p, err := s.pool(node, role, addr)
@@ -145,12 +225,12 @@ func (s *Server) SetBackendDown(node, role, addr string, down bool) error {
 		return err
 	}
 	p.SetAdminDown(down)
-	return nil
+	return c.done(fmt.Sprintf("node %s: %s %s %s", node, p.Role(), p.Addr(), map[bool]string{true: "down", false: "up"}[down]), nil)
 }
 
 // AddSlave adds a replica (host:port[@weight]) to node.
-func (s *Server) AddSlave(node, addr string) error {
-	return s.Change(func(c *config.Config) error {
+func (c Controls) AddSlave(node, addr string) error {
+	return c.change(fmt.Sprintf("node %s: add slave %s", node, addr), func(c *config.Config) error {
 		nc, ok := c.Node(node)
 		if !ok {
 			return adminArg("keyshard: no node %q", node)
@@ -170,8 +250,8 @@ func (s *Server) AddSlave(node, addr string) error {
 
 // DelSlave removes the replica at addr from node; its statements in
 // flight finish first.
-func (s *Server) DelSlave(node, addr string) error {
-	return s.Change(func(c *config.Config) error {
+func (c Controls) DelSlave(node, addr string) error {
+	return c.change(fmt.Sprintf("node %s: remove slave %s", node, addr), func(c *config.Config) error {
 		nc, ok := c.Node(node)
 		if !ok {
 			return adminArg("keyshard: no node %q", node)
@@ -202,9 +282,9 @@ func splitList(v string) []string {
 
 // AddAllowIP adds an address or CIDR network to allow_ips. Note that an
 // empty allow_ips allows everyone: the first entry restricts access.
-func (s *Server) AddAllowIP(ip string) error {
+func (c Controls) AddAllowIP(ip string) error {
 	ip = strings.TrimSpace(ip)
-	return s.Change(func(c *config.Config) error {
+	return c.change("allow_ips: add "+ip, func(c *config.Config) error {
 		list := splitList(c.AllowIPs)
 		if slices.Contains(list, ip) {
 			return adminArg("keyshard: %s is already in allow_ips", ip)
@@ -218,9 +298,9 @@ func (s *Server) AddAllowIP(ip string) error {
 }
 
 // DelAllowIP removes an entry of allow_ips.
-func (s *Server) DelAllowIP(ip string) error {
+func (c Controls) DelAllowIP(ip string) error {
 	ip = strings.TrimSpace(ip)
-	return s.Change(func(c *config.Config) error {
+	return c.change("allow_ips: remove "+ip, func(c *config.Config) error {
 		list := splitList(c.AllowIPs)
 		i := slices.Index(list, ip)
 		if i < 0 {
@@ -232,20 +312,21 @@ func (s *Server) DelAllowIP(ip string) error {
 }
 
 // SetLogSQL turns the SQL log on or off.
-func (s *Server) SetLogSQL(on bool) error {
-	return s.Change(func(c *config.Config) error {
-		c.LogSQL = map[bool]string{true: "on", false: "off"}[on]
+func (c Controls) SetLogSQL(on bool) error {
+	v := map[bool]string{true: "on", false: "off"}[on]
+	return c.change("log_sql: "+v, func(cfg *config.Config) error {
+		cfg.LogSQL = v
 		return nil
 	})
 }
 
 // SetSlowLogTime sets slow_log_time (milliseconds; 0 turns the slow log off).
-func (s *Server) SetSlowLogTime(ms int) error {
+func (c Controls) SetSlowLogTime(ms int) error {
 	if ms < 0 {
 		return adminArg("keyshard: slow_log_time %d: want milliseconds >= 0", ms)
 	}
-	return s.Change(func(c *config.Config) error {
-		c.SlowLogTime = ms
+	return c.change(fmt.Sprintf("slow_log_time: %d ms", ms), func(cfg *config.Config) error {
+		cfg.SlowLogTime = ms
 		return nil
 	})
 }
@@ -256,31 +337,31 @@ func (s *Server) BlackSQLs() []string { return slices.Clone(s.black.Load().sqls)
 // AddBlackSQL adds a statement to the SQL blacklist: statements of the
 // same canonical form (any literal values, spelling of names...) are
 // refused from the next statement on.
-func (s *Server) AddBlackSQL(sql string) error {
+func (c Controls) AddBlackSQL(sql string) error {
 	if strings.TrimSpace(sql) == "" {
 		return adminArg("keyshard: empty blacklist entry")
 	}
 	if router.Classify(sql).Flags&router.FlagMulti != 0 {
 		return adminArg("keyshard: a blacklist entry is one statement; add %q as one entry per statement", sql)
 	}
-	return s.setBlack(func(b *blacklist) (*blacklist, error) {
+	return c.done("blacklist: add "+strconv.Quote(sql), c.s.setBlack(func(b *blacklist) (*blacklist, error) {
 		nb, ok := b.with(sql)
 		if !ok {
 			return nil, adminArg("keyshard: %q is already in the blacklist", sql)
 		}
 		return nb, nil
-	})
+	}))
 }
 
 // DelBlackSQL removes the blacklist entry of sql's shape.
-func (s *Server) DelBlackSQL(sql string) error {
-	return s.setBlack(func(b *blacklist) (*blacklist, error) {
+func (c Controls) DelBlackSQL(sql string) error {
+	return c.done("blacklist: remove "+strconv.Quote(sql), c.s.setBlack(func(b *blacklist) (*blacklist, error) {
 		nb, ok := b.without(sql)
 		if !ok {
 			return nil, adminArg("keyshard: %q is not in the blacklist", sql)
 		}
 		return nb, nil
-	})
+	}))
 }
 
 func (s *Server) setBlack(edit func(*blacklist) (*blacklist, error)) error {
@@ -297,7 +378,11 @@ func (s *Server) setBlack(edit func(*blacklist) (*blacklist, error)) error {
 // SaveConfig writes the running settings that admin commands change
 // (allow_ips, log_sql, slow_log_time, slaves) into the config file,
 // keeping its comments, and the blacklist into blacklist_sql_file.
-func (s *Server) SaveConfig() error {
+func (c Controls) SaveConfig() error {
+	return c.done("config saved to "+c.s.Config().Source(), c.s.saveConfig())
+}
+
+func (s *Server) saveConfig() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	cfg, black := s.Config(), s.black.Load()
@@ -332,7 +417,33 @@ func (s *Server) Digests(n int, order string) ([]digest.Stats, error) {
 }
 
 // ResetDigests drops every digest.
-func (s *Server) ResetDigests() { s.digests.Reset() }
+func (c Controls) ResetDigests() error {
+	c.s.digests.Reset()
+	return c.done("digests reset", nil)
+}
+
+// Reload reloads the config file (Server.ReloadFile), logging who asked.
+func (c Controls) Reload(force bool) ([]string, error) {
+	c.s.log.Info("config reload asked for", zap.Bool("force", force), zap.String("user", c.by.User),
+		zap.String("via", c.by.Via), zap.String("from", c.by.From))
+	return c.s.ReloadFile(force)
+}
 
 // DigestsSince is when the digests were last reset (or the proxy started).
 func (s *Server) DigestsSince() time.Time { return s.digests.Since() }
+
+// ConfigRevision identifies the running config for the status page.
+type ConfigRevision struct {
+	Revision int64     `json:"revision"` // configs applied since start; 1 is the first
+	Digest   string    `json:"digest"`   // of the running settings (not the file's bytes)
+	Applied  time.Time `json:"applied"`
+	Source   string    `json:"source"`
+}
+
+// ConfigRevision returns the running config's revision.
+func (s *Server) ConfigRevision() ConfigRevision {
+	snap := s.snap.Load()
+	b, _ := yaml.Marshal(snap.cfg)
+	sum := sha256.Sum256(b)
+	return ConfigRevision{Revision: snap.rev, Digest: hex.EncodeToString(sum[:6]), Applied: snap.applied, Source: snap.cfg.Source()}
+}

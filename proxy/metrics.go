@@ -23,6 +23,9 @@ type Metrics struct {
 	ok, failed  [256]prometheus.Counter
 	latency     [256]prometheus.Observer
 	stmtsOpen   prometheus.Gauge
+
+	// One per command name, for History.
+	histograms, failures []metricReader
 }
 
 var commandNames = map[byte]string{
@@ -48,6 +51,7 @@ func newMetrics(s *Server) *Metrics {
 		Help:    "Time from reading a client command to the end of its answer.",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, []string{"command"})
+	seen := map[string]bool{}
 	for i := range 256 {
 		name, ok := commandNames[byte(i)]
 		if !ok {
@@ -56,6 +60,11 @@ func newMetrics(s *Server) *Metrics {
 		m.ok[i] = queries.WithLabelValues(name, "ok")
 		m.failed[i] = queries.WithLabelValues(name, "error")
 		m.latency[i] = lat.WithLabelValues(name)
+		if !seen[name] {
+			seen[name] = true
+			m.histograms = append(m.histograms, m.latency[i].(metricReader))
+			m.failures = append(m.failures, m.failed[i])
+		}
 	}
 	m.stmtsOpen = prometheus.NewGauge(prometheus.GaugeOpts{Name: "keyshard_client_prepared_statements", Help: "Prepared statements open in client sessions."})
 	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat, m.stmtsOpen,
@@ -63,8 +72,10 @@ func newMetrics(s *Server) *Metrics {
 			func() float64 { return float64(s.conns.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_online", Help: "1 while the proxy accepts new connections, 0 after admin 'change proxy offline'."},
 			func() float64 { return boolFloat(!s.offline.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reloads_total", Help: "Configurations applied after start: reloads (SIGHUP, admin reload, REST, file change) and admin changes."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reloads_total", Help: "Config reloads applied after start (SIGHUP, admin reload, REST, file change); admin changes are keyshard_admin_changes_total."},
 			func() float64 { return float64(s.reloads.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_admin_changes_total", Help: "Changes made through admin SQL or the REST API (each logged with what changed, the user and the interface)."},
+			func() float64 { return float64(s.adminChanges.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reload_errors_total", Help: "Reloads refused (invalid file or blacklist); the running configuration stayed."},
 			func() float64 { return float64(s.reloadErrors.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_commits_total", Help: "Writes over several nodes committed by two-phase commit."},
@@ -195,7 +206,8 @@ func (m *Metrics) observe(cmd byte, err error, d time.Duration) {
 type poolCollector struct{ s *Server }
 
 var (
-	poolLabels    = []string{"node", "addr", "role"}
+	poolLabels    = []string{"node", "addr", "role", "user"} // user: the backend user (the node's, or a user_list backend_user)
+	serverLabels  = []string{"node", "addr", "role"}
 	descPoolOpen  = prometheus.NewDesc("keyshard_pool_connections", "Backend connections open.", poolLabels, nil)
 	descPoolInUse = prometheus.NewDesc("keyshard_pool_in_use", "Backend connections checked out.", poolLabels, nil)
 	descPoolIdle  = prometheus.NewDesc("keyshard_pool_idle", "Backend connections idle in the pool.", poolLabels, nil)
@@ -207,11 +219,11 @@ var (
 	descPoolStmts = prometheus.NewDesc("keyshard_pool_prepared_statements", "Statements keyshard holds prepared on the backend (bounded by connections x stmt_cache_size).", poolLabels, nil)
 	descPoolPreps = prometheus.NewDesc("keyshard_pool_prepares_total", "Statements prepared on the backend.", poolLabels, nil)
 
-	descBackendState = prometheus.NewDesc("keyshard_backend_state", "Backend state from its health checks: 0 up, 1 down, 2 lagging (a replica behind max_replication_lag).", poolLabels, nil)
-	descBackendLag   = prometheus.NewDesc("keyshard_backend_replication_lag_seconds", "Replication lag of a replica at its last check (-1: replication not running; 0 for a master).", poolLabels, nil)
-	descBackendStmts = prometheus.NewDesc("keyshard_backend_statements_total", "Statements relayed from the backend.", poolLabels, nil)
-	descBackendErrs  = prometheus.NewDesc("keyshard_backend_errors_total", "Statements relayed from the backend that ended in an error.", poolLabels, nil)
-	descBackendTime  = prometheus.NewDesc("keyshard_backend_statement_seconds", "Time from sending a statement to the backend to the end of its answer.", poolLabels, nil)
+	descBackendState = prometheus.NewDesc("keyshard_backend_state", "Backend state from its health checks: 0 up, 1 down, 2 lagging (a replica behind max_replication_lag).", serverLabels, nil)
+	descBackendLag   = prometheus.NewDesc("keyshard_backend_replication_lag_seconds", "Replication lag of a replica at its last check (-1: replication not running; 0 for a master).", serverLabels, nil)
+	descBackendStmts = prometheus.NewDesc("keyshard_backend_statements_total", "Statements sent to the backend: every leg of fan-outs and merges counts.", serverLabels, nil)
+	descBackendErrs  = prometheus.NewDesc("keyshard_backend_errors_total", "Statements relayed from the backend that ended in an error.", serverLabels, nil)
+	descBackendTime  = prometheus.NewDesc("keyshard_backend_statement_seconds", "Time from sending a statement to the backend to the end of its answer.", serverLabels, nil)
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -222,16 +234,25 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	for name, n := range c.s.Nodes() {
+	snap := c.s.snap.Load()
+	for name, n := range snap.nodes {
+		views := snap.viewsOf(name)
 		for _, p := range n.Pools() {
-			c.collectPool(ch, name, p)
+			c.collectPool(ch, name, n.User(), p)
+			c.collectBackend(ch, name, p)
+			for _, v := range views {
+				if vp := v.PoolFor(p); vp != nil {
+					c.collectPool(ch, name, v.User(), vp)
+				}
+			}
 		}
 	}
 }
 
-func (c *poolCollector) collectPool(ch chan<- prometheus.Metric, name string, p *backend.Pool) {
+// collectPool reads the pool of backend user user to a server of node name.
+func (c *poolCollector) collectPool(ch chan<- prometheus.Metric, name, user string, p *backend.Pool) {
 	st := p.Stats()
-	l := []string{name, p.Addr(), p.Role().String()}
+	l := []string{name, p.Addr(), p.Role().String(), user}
 	ch <- prometheus.MustNewConstMetric(descPoolOpen, prometheus.GaugeValue, float64(st.Open), l...)
 	ch <- prometheus.MustNewConstMetric(descPoolInUse, prometheus.GaugeValue, float64(st.InUse), l...)
 	ch <- prometheus.MustNewConstMetric(descPoolIdle, prometheus.GaugeValue, float64(st.Idle), l...)
@@ -242,6 +263,12 @@ func (c *poolCollector) collectPool(ch chan<- prometheus.Metric, name string, p 
 	ch <- prometheus.MustNewConstMetric(descPoolDErr, prometheus.CounterValue, float64(st.DialErrors), l...)
 	ch <- prometheus.MustNewConstMetric(descPoolStmts, prometheus.GaugeValue, float64(st.StmtsOpen), l...)
 	ch <- prometheus.MustNewConstMetric(descPoolPreps, prometheus.CounterValue, float64(st.StmtPrepares), l...)
+}
+
+// collectBackend reads the state and statement counts of a server of node
+// name (one per server, whatever the backend users).
+func (c *poolCollector) collectBackend(ch chan<- prometheus.Metric, name string, p *backend.Pool) {
+	l := []string{name, p.Addr(), p.Role().String()}
 	ch <- prometheus.MustNewConstMetric(descBackendState, prometheus.GaugeValue, float64(p.Health()), l...)
 	ch <- prometheus.MustNewConstMetric(descBackendLag, prometheus.GaugeValue, float64(p.Lag()), l...)
 	ls := p.Statements().Snapshot()

@@ -36,6 +36,7 @@ type Server struct {
 	sql   *sqlLog
 
 	metrics  *Metrics
+	history  history // per-second samples of the query metrics (status page)
 	digests  *digest.Digests
 	stageNs  stageTotals // of closed sessions; see stages
 	stagesMu sync.Mutex
@@ -43,9 +44,11 @@ type Server struct {
 	reloadMu     sync.Mutex // one reload or admin change at a time
 	reloads      atomic.Int64
 	reloadErrors atomic.Int64
+	adminChanges atomic.Int64 // changes through admin SQL and REST (Controls)
 	lastReload   atomic.Int64 // unix nanos
 	started      time.Time
-	offline      atomic.Bool // admin 'change proxy offline': new connections refused
+	startCfg     *config.Config // the config at start: what listeners and logs run with
+	offline      atomic.Bool    // admin 'change proxy offline': new connections refused
 	admin        atomic.Pointer[AdminFunc]
 
 	tlsConf    *tls.Config
@@ -112,11 +115,14 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 		return nil, fmt.Errorf("blacklist_sql_file: %w", err)
 	}
 	s.black.Store(black)
+	snap.rev, snap.applied = 1, time.Now()
+	s.startCfg = cfg
 	s.snap.Store(snap)
 	s.learnIdentity(snap, time.Duration(cfg.ConnectTimeout))
 	s.xa = newXA(s)
 	s.seqs = newSequences(s)
 	go s.xa.run()
+	go s.keepHistory()
 	if cfg.Source() != "" {
 		go s.watchConfig(fileSum(cfg.Source()))
 	}

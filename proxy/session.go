@@ -77,6 +77,9 @@ type Session struct {
 	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
 
 	idleTimeout time.Duration // the client's wait_timeout, applied to its socket (0: none)
+	// warnings are keyshard's own of the last statement (an admin
+	// statement's), for SHOW WARNINGS; nil once another statement runs.
+	warnings []string
 
 	killed atomic.Bool
 	busy   atomic.Bool
@@ -155,6 +158,7 @@ func (s *Session) endSession() {
 // run is the command loop.
 func (s *Session) run() {
 	defer s.endSession()
+	s.tr.proc.publishEnd(s.user, s.vars.DB)
 	for {
 		s.pkt.Seq = 0
 		if s.idleTimeout > 0 {
@@ -195,6 +199,14 @@ func (s *Session) run() {
 			s.rebind(snap)
 		}
 		cmd := p[0]
+		text := ""
+		if cmd == mysql.COM_QUERY {
+			text = unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)
+		}
+		s.tr.proc.publishStart(start, cmd, text)
+		if s.warnings != nil && !isShowWarnings(text) {
+			s.warnings = nil
+		}
 		err = s.dispatch(cmd, p)
 		if err != nil && s.lease.Branches() > 0 && engine.RollsBackTx(err) {
 			// One node rolled the whole transaction back (a deadlock
@@ -211,6 +223,7 @@ func (s *Session) run() {
 		d := time.Since(start)
 		s.srv.metrics.observe(cmd, err, d)
 		s.endStmt(cmd, p, d, err)
+		s.tr.proc.publishEnd(s.user, s.vars.DB)
 		s.busy.Store(false)
 		if err == errQuit {
 			return
@@ -377,7 +390,10 @@ func (s *Session) useDB(db string) error {
 func (s *Session) query(p []byte) error {
 	sql := unsafe.String(unsafe.SliceData(p[1:]), len(p)-1) // valid until the next client read
 	info := router.Classify(sql)
-	if info.Flags&router.FlagMulti == 0 && isAdminCandidate(sql[info.Start:]) {
+	if s.warnings != nil { // SHOW WARNINGS after an admin statement's
+		return s.showWarnings(sql)
+	}
+	if info.Flags&router.FlagMulti == 0 && isAdminCandidate(sql[info.Start:]) && !s.hinted(sql[:info.Start]) {
 		if handled, err := s.adminStmt(sql[info.Start:]); handled {
 			return err
 		}
@@ -659,7 +675,7 @@ func (s *Session) killID(id uint64, queryOnly bool) error {
 		return newErr(errNoSuchThread, "Unknown thread id: %d", id)
 	}
 	t := v.(*Session)
-	if t.user != s.user && !s.snap.cfg.IsAdmin(s.user) {
+	if t != s && t.tr.proc.userName() != s.user && !s.snap.cfg.IsAdmin(s.user) {
 		return &mysql.MyError{Code: mysql.ER_KILL_DENIED_ERROR, State: "HY000", Message: fmt.Sprintf("You are not owner of thread %d", id)}
 	}
 	if t == s {

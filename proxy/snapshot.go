@@ -35,6 +35,10 @@ type snapshot struct {
 	// rywWindow: after a write, a session's reads stay on the master this
 	// long (read_your_writes: master); 0 with read_your_writes off.
 	rywWindow time.Duration
+	// rev counts the configs applied since start (1: the first); applied
+	// is when this one was.
+	rev     int64
+	applied time.Time
 }
 
 // buildSnapshot compiles cfg. Nodes whose pool settings are unchanged from
@@ -125,6 +129,18 @@ func (snap *snapshot) nodesFor(user string) map[string]*backend.Node {
 	return snap.nodes
 }
 
+// viewsOf returns the backend users' views of node name, by user.
+func (snap *snapshot) viewsOf(name string) []*backend.Node {
+	var out []*backend.Node
+	for _, views := range snap.asUser {
+		if v := views[name]; v != nil {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b *backend.Node) int { return strings.Compare(a.User(), b.User()) })
+	return out
+}
+
 // allNodes returns the nodes and every backend user's views of them,
 // views first (they close before what they view).
 func (snap *snapshot) allNodes() []*backend.Node {
@@ -165,6 +181,33 @@ var restartKeys = []struct {
 	{"log_level", func(c *config.Config) any { return c.LogLevel }},
 	{"max_procs", func(c *config.Config) any { return c.MaxProcs }},
 	{"xa_log_db", func(c *config.Config) any { return c.XALogDB }},
+}
+
+// Pending is a setting whose running value is not the config's: it takes
+// effect after a restart.
+type Pending struct {
+	Key        string `json:"key"`
+	Running    string `json:"running"`
+	Configured string `json:"configured"`
+}
+
+// PendingRestart lists the settings whose value in the running config is
+// not the one running: they need a restart (restartKeys). Each reload
+// warns of them.
+func (s *Server) PendingRestart() []Pending {
+	return s.pendingIn(s.Config())
+}
+
+// pendingIn lists the settings of cfg that differ from those running and
+// need a restart.
+func (s *Server) pendingIn(cfg *config.Config) []Pending {
+	var out []Pending
+	for _, k := range restartKeys {
+		if a, b := k.get(s.startCfg), k.get(cfg); a != b {
+			out = append(out, Pending{Key: k.key, Running: fmt.Sprint(a), Configured: fmt.Sprint(b)})
+		}
+	}
+	return out
 }
 
 // Reload swaps in cfg (from config.Parse, which validated it): new
@@ -212,10 +255,11 @@ func placementChanges(old *snapshot, cfg *config.Config) []string {
 	return out
 }
 
-// Change applies edit to a copy of the running config, validates the
+// change applies edit to a copy of the running config, validates the
 // result and swaps it in (keeping the SQL blacklist as it is in memory).
-// If edit or validation fails, nothing changes.
-func (s *Server) Change(edit func(*config.Config) error) error {
+// If edit or validation fails, nothing changes. It is not a reload: the
+// caller (Controls) logs and counts it.
+func (s *Server) change(edit func(*config.Config) error) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	old := s.snap.Load()
@@ -231,15 +275,17 @@ func (s *Server) Change(edit func(*config.Config) error) error {
 }
 
 // reloadLocked applies cfg with the SQL blacklist black (nil: read from
-// blacklist_sql_file).
+// blacklist_sql_file: a reload, counted and logged as such; else an admin
+// change).
 func (s *Server) reloadLocked(cfg *config.Config, black *blacklist, force bool) ([]string, error) {
+	reload := black == nil
 	if s.shuttingDown.Load() {
 		return nil, ErrServerClosed
 	}
 	old := s.snap.Load()
 	if changes := placementChanges(old, cfg); len(changes) > 0 {
 		if !force {
-			s.reloadErrors.Add(1)
+			s.failedReload(reload)
 			err := &PlacementError{Changes: changes}
 			s.log.Warn("config not applied; the running config is unchanged", zap.String("source", cfg.Source()), zap.Error(err))
 			return nil, err
@@ -250,34 +296,43 @@ func (s *Server) reloadLocked(cfg *config.Config, black *blacklist, force bool) 
 	var err error
 	if black == nil {
 		if black, err = loadBlacklist(cfg.BlacklistSQLFile); err != nil {
-			s.reloadErrors.Add(1)
+			s.failedReload(reload)
 			return nil, fmt.Errorf("blacklist_sql_file: %w", err)
 		}
 	}
 	snap, gone, err := s.buildSnapshot(cfg, old)
 	if err != nil {
-		s.reloadErrors.Add(1)
+		s.failedReload(reload)
 		s.log.Warn("config not applied; the running config is unchanged", zap.String("source", cfg.Source()), zap.Error(err))
 		return nil, err
 	}
 	var warnings []string
-	for _, k := range restartKeys {
-		if a, b := k.get(old.cfg), k.get(cfg); a != b {
-			warnings = append(warnings, fmt.Sprintf("%s changed (%v -> %v): takes effect after a restart", k.key, a, b))
-		}
+	for _, p := range s.pendingIn(cfg) {
+		warnings = append(warnings, fmt.Sprintf("%s changed (%s running, %s in the config): takes effect after a restart", p.Key, p.Running, p.Configured))
 	}
+	snap.rev, snap.applied = old.rev+1, time.Now()
 	s.snap.Store(snap)
 	s.black.Store(black)
 	s.sql.configure(cfg)
 	s.digests.SetSize(cfg.DigestSize)
-	s.reloads.Add(1)
-	s.lastReload.Store(time.Now().UnixNano())
 	for _, n := range gone {
 		s.drain(n)
 	}
-	s.log.Info("config applied", zap.String("source", cfg.Source()), zap.Int("nodes", len(snap.nodes)),
-		zap.Int("drained", len(gone)), zap.Strings("warnings", warnings))
+	if reload {
+		s.reloads.Add(1)
+		s.lastReload.Store(time.Now().UnixNano())
+		s.log.Info("config reloaded", zap.String("source", cfg.Source()), zap.Int64("revision", snap.rev), zap.Int("nodes", len(snap.nodes)),
+			zap.Int("drained", len(gone)), zap.Strings("warnings", warnings))
+	}
 	return warnings, nil
+}
+
+// failedReload counts a reload refused (not an admin change: its caller
+// gets the error).
+func (s *Server) failedReload(reload bool) {
+	if reload {
+		s.reloadErrors.Add(1)
+	}
 }
 
 // ReloadFile reads, parses and validates the config file the running

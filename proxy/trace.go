@@ -33,6 +33,7 @@ type trace struct {
 
 	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
 	killed *atomic.Bool                 // the session's
+	proc   procState                    // what the process list shows
 }
 
 var _ engine.Tracer = (*trace)(nil)
@@ -44,7 +45,11 @@ func (t *trace) begin(start time.Time, written uint64) {
 	t.stages = [digest.NumStages]time.Duration{}
 	t.first, t.shape = false, router.Shape{}
 	t.rows, t.changed, t.written = 0, 0, written
-	t.nodes = t.nodes[:0]
+	if len(t.nodes) > 0 {
+		t.proc.mu.Lock()
+		t.nodes = t.nodes[:0]
+		t.proc.mu.Unlock()
+	}
 	t.entry, t.key, t.fetch, t.sql = nil, "", false, ""
 }
 
@@ -61,16 +66,21 @@ func (t *trace) FirstByte() {
 	if !t.first {
 		t.first = true
 		t.mark(digest.Backend)
+		t.proc.stage.Store(procSending)
 	}
 }
 
 // WaitStart and WaitDone bracket getting a backend connection ready: the
 // time before is Route, the time getting it Wait, and its node is noted.
-func (t *trace) WaitStart() { t.mark(digest.Route) }
+func (t *trace) WaitStart() {
+	t.mark(digest.Route)
+	t.proc.stage.Store(procPoolWait)
+}
 
 // WaitDone: see WaitStart.
 func (t *trace) WaitDone(bc *backend.Conn) {
 	t.mark(digest.Wait)
+	t.proc.stage.Store(procBackend)
 	if bc != nil {
 		t.usedNode(bc.Node())
 	}
@@ -98,7 +108,9 @@ func (t *trace) usedNode(name string) {
 			return
 		}
 	}
+	t.proc.mu.Lock()
 	t.nodes = append(t.nodes, name)
+	t.proc.mu.Unlock()
 }
 
 // digestOf returns the digest of a COM_QUERY (nil when digests are off).
@@ -133,6 +145,7 @@ func (s *Session) digestOf(sql string, full bool) *digest.Entry {
 // with fetch a cursor fetch).
 func (s *Session) traceStmt(st *prepared, fetch bool) {
 	s.tr.entry, s.tr.key, s.tr.fetch, s.tr.sql = s.srv.digests.Get(&st.dig), st.dig.Key, fetch, st.sql
+	s.tr.proc.setText(st.sql)
 }
 
 // digestID is the digest of the statement the trace is for, for the logs:

@@ -477,7 +477,15 @@ func (s *Server) XABranches(ctx context.Context) ([]XABranch, error) {
 // (commit true, else rollback; a decision already recorded stands, and a
 // different one is an error), then commits or rolls back its prepared
 // branches on every node. It returns how many it finished.
-func (s *Server) ResolveXA(ctx context.Context, xid string, commit bool) (int, error) {
+func (c Controls) ResolveXA(ctx context.Context, xid string, commit bool) (int, error) {
+	n, err := c.s.resolveXA(ctx, xid, commit)
+	if n > 0 || err == nil {
+		_ = c.done(fmt.Sprintf("XA %s %s by hand: %d branches finished", map[bool]string{true: "commit", false: "rollback"}[commit], xid, n), nil)
+	}
+	return n, err
+}
+
+func (s *Server) resolveXA(ctx context.Context, xid string, commit bool) (int, error) {
 	x := s.xa
 	if _, _, ok := parseXID(xid); !ok {
 		return 0, fmt.Errorf("%q is not the id of an XA transaction of keyshard's", xid)

@@ -19,6 +19,11 @@ import (
 // reload changes them). JSON in and out; a change answers "ok", a failure
 // {"error": "..."} with 400 for a bad argument, 500 otherwise.
 func REST(mux *http.ServeMux, srv *proxy.Server) {
+	// by is the controls as the request's web user uses them.
+	by := func(r *http.Request) proxy.Controls {
+		u, _, _ := r.BasicAuth()
+		return srv.By(proxy.Actor{User: u, Via: "REST", From: r.RemoteAddr})
+	}
 	h := func(pattern string, f func(r *http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			if !authorized(srv, w, r) {
@@ -41,14 +46,14 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		if err := bind(r, &a); err != nil {
 			return nil, err
 		}
-		return nil, srv.AddSlave(a.Node, a.Addr)
+		return nil, by(r).AddSlave(a.Node, a.Addr)
 	})
 	h("DELETE /api/v1/nodes/slaves", func(r *http.Request) (any, error) {
 		var a nodeArgs
 		if err := bind(r, &a); err != nil {
 			return nil, err
 		}
-		return nil, srv.DelSlave(a.Node, a.Addr)
+		return nil, by(r).DelSlave(a.Node, a.Addr)
 	})
 	upDown := func(role string) func(r *http.Request) (any, error) {
 		return func(r *http.Request) (any, error) {
@@ -58,7 +63,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 			}
 			switch strings.ToLower(a.Opt) {
 			case "up", "down":
-				return nil, srv.SetBackendDown(a.Node, role, a.Addr, strings.EqualFold(a.Opt, "down"))
+				return nil, by(r).SetBackendDown(a.Node, role, a.Addr, strings.EqualFold(a.Opt, "down"))
 			}
 			return nil, argErr("opt must be up or down, not %q", a.Opt)
 		}
@@ -74,7 +79,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		if err := bind(r, &a); err != nil {
 			return nil, err
 		}
-		return nil, change(srv, "proxy", a.Opt)
+		return nil, change(by(r), "proxy", a.Opt)
 	})
 	h("GET /api/v1/proxy/config", func(*http.Request) (any, error) { return kv(configRows(srv)), nil })
 	h("GET /api/v1/proxy/schema", func(*http.Request) (any, error) {
@@ -101,9 +106,9 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 			for _, ip := range a.AllowIPs {
 				var err error
 				if add {
-					err = srv.AddAllowIP(ip)
+					err = by(r).AddAllowIP(ip)
 				} else {
-					err = srv.DelAllowIP(ip)
+					err = by(r).DelAllowIP(ip)
 				}
 				if err != nil {
 					return nil, err
@@ -125,9 +130,9 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 				return nil, err
 			}
 			if add {
-				return nil, srv.AddBlackSQL(a.SQL)
+				return nil, by(r).AddBlackSQL(a.SQL)
 			}
-			return nil, srv.DelBlackSQL(a.SQL)
+			return nil, by(r).DelBlackSQL(a.SQL)
 		}
 	}
 	h("POST /api/v1/proxy/black_sqls", blackSQL(true))
@@ -141,7 +146,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		if err := bind(r, &a); err != nil {
 			return nil, err
 		}
-		return nil, change(srv, "slow_log_time", a.SlowTime.String())
+		return nil, change(by(r), "slow_log_time", a.SlowTime.String())
 	})
 	h("PUT /api/v1/proxy/slow_sql/status", func(r *http.Request) (any, error) {
 		var a struct {
@@ -150,7 +155,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		if err := bind(r, &a); err != nil {
 			return nil, err
 		}
-		return nil, change(srv, "log_sql", a.Opt)
+		return nil, change(by(r), "log_sql", a.Opt)
 	})
 	h("GET /api/v1/digests", func(r *http.Request) (any, error) {
 		limit := defaultDigests
@@ -176,20 +181,21 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		}
 		return map[string]any{"since": srv.DigestsSince().UTC(), "digests": out}, nil
 	})
-	h("DELETE /api/v1/digests", func(*http.Request) (any, error) {
-		srv.ResetDigests()
-		return nil, nil
+	h("DELETE /api/v1/digests", func(r *http.Request) (any, error) { return nil, by(r).ResetDigests() })
+	h("GET /api/v1/processlist", func(r *http.Request) (any, error) {
+		full, _ := strconv.ParseBool(r.URL.Query().Get("full"))
+		return srv.Processes("", full), nil
 	})
 	h("GET /api/v1/xa", func(r *http.Request) (any, error) { return srv.XABranches(r.Context()) })
-	h("PUT /api/v1/xa/commit", func(r *http.Request) (any, error) { return resolveXA(srv, r, true) })
-	h("PUT /api/v1/xa/rollback", func(r *http.Request) (any, error) { return resolveXA(srv, r, false) })
+	h("PUT /api/v1/xa/commit", func(r *http.Request) (any, error) { return resolveXA(by(r), r, true) })
+	h("PUT /api/v1/xa/rollback", func(r *http.Request) (any, error) { return resolveXA(by(r), r, false) })
 	h("GET /api/v1/shards/check", func(r *http.Request) (any, error) {
 		return srv.CheckShards(r.Context())
 	})
-	h("PUT /api/v1/proxy/config/save", func(*http.Request) (any, error) { return nil, srv.SaveConfig() })
+	h("PUT /api/v1/proxy/config/save", func(r *http.Request) (any, error) { return nil, by(r).SaveConfig() })
 	h("PUT /api/v1/proxy/config/reload", func(r *http.Request) (any, error) {
 		force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
-		warnings, err := reload(srv, force)
+		warnings, err := reload(by(r), force)
 		if err != nil {
 			return nil, err
 		}
@@ -297,8 +303,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // resolveXA finishes the XA transaction ?xid= by hand (see
 // proxy.Server.ResolveXA).
-func resolveXA(srv *proxy.Server, r *http.Request, commit bool) (any, error) {
-	n, err := srv.ResolveXA(r.Context(), r.URL.Query().Get("xid"), commit)
+func resolveXA(ctl proxy.Controls, r *http.Request, commit bool) (any, error) {
+	n, err := ctl.ResolveXA(r.Context(), r.URL.Query().Get("xid"), commit)
 	if err != nil {
 		return nil, argErr("%v", err)
 	}

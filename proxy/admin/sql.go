@@ -28,6 +28,15 @@ func SQL(srv *proxy.Server) proxy.AdminFunc {
 		if !ours {
 			return nil, false, nil
 		}
+		if err == nil && st.region == "server" && st.vals[1] == "processlist" {
+			// Anyone may list sessions: a user who is not an admin sees
+			// its own, as MySQL without the PROCESS privilege.
+			user := ""
+			if !req.Admin {
+				user = req.User
+			}
+			return processList(srv, user, strings.EqualFold(st.vals[2], "full")), true, nil
+		}
 		if !req.Admin {
 			return nil, true, &mysql.MyError{Code: mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, State: "42000",
 				Message: fmt.Sprintf("Access denied; user '%s' is not a keyshard admin user (root or admin_users) and cannot run admin statements", req.User)}
@@ -35,7 +44,7 @@ func SQL(srv *proxy.Server) proxy.AdminFunc {
 		if err != nil {
 			return nil, true, err
 		}
-		res, err := run(srv, st)
+		res, err := run(srv, srv.By(proxy.Actor{User: req.User, Via: "admin SQL", From: req.From}), st)
 		return res, true, err
 	}
 }
@@ -58,13 +67,15 @@ func argErr(format string, args ...any) error {
 
 // showForms maps the readable SHOW statements to kingshard's (k, v).
 var showForms = map[string][2]string{
-	"proxy status":    {"proxy", "status"},
-	"proxy config":    {"proxy", "config"},
-	"backends":        {"node", "config"},
-	"proxy backends":  {"node", "config"},
-	"shard rules":     {"schema", "config"},
-	"proxy allow_ips": {"allow_ip", "config"},
-	"proxy blacklist": {"black_sql", "config"},
+	"proxy status":     {"proxy", "status"},
+	"proxy config":     {"proxy", "config"},
+	"backends":         {"node", "config"},
+	"proxy backends":   {"node", "config"},
+	"shard rules":      {"schema", "config"},
+	"proxy allow_ips":  {"allow_ip", "config"},
+	"proxy blacklist":  {"black_sql", "config"},
+	"processlist":      {"processlist", "brief"},
+	"full processlist": {"processlist", "full"},
 }
 
 // parse reads an admin statement. ours is false for a SHOW that is not
@@ -299,50 +310,47 @@ func firstWord(sql string) string {
 }
 
 // run executes a parsed command.
-func run(srv *proxy.Server, c command) (*proxy.AdminResult, error) {
+func run(srv *proxy.Server, ctl proxy.Controls, c command) (*proxy.AdminResult, error) {
 	switch c.region {
 	case "help":
 		return table([]string{"statement", "description"}, helpRows), nil
 	case "node":
-		return nil, nodeCmd(srv, c.vals)
+		return nil, nodeCmd(ctl, c.vals)
 	case "check":
 		return checkShards(srv)
 	case "xa":
-		return xaCmd(srv, c.vals)
+		return xaCmd(srv, ctl, c.vals)
 	}
 	opt, k, v := strings.ToLower(c.vals[0]), strings.ToLower(c.vals[1]), c.vals[2]
 	switch opt {
 	case "show":
 		return show(srv, k, strings.ToLower(v))
 	case "change":
-		return nil, change(srv, k, v)
+		return nil, change(ctl, k, v)
 	case "add", "del":
-		return nil, addDel(srv, opt, k, v)
+		return nil, addDel(ctl, opt, k, v)
 	case "save":
 		if k != "proxy" || strings.ToLower(v) != "config" {
 			return nil, argErr("admin server: save takes ('save','proxy','config')")
 		}
-		return nil, srv.SaveConfig()
+		return nil, ctl.SaveConfig()
 	case "reset":
 		if k != "digests" {
 			return nil, argErr("admin server: reset takes ('reset','digests','all')")
 		}
-		srv.ResetDigests()
-		return nil, nil
+		return nil, ctl.ResetDigests()
 	case "reload":
 		force := strings.EqualFold(v, "force")
 		if k != "proxy" || !force && !strings.EqualFold(v, "config") {
 			return nil, argErr("admin server: reload takes ('reload','proxy','config') or ('reload','proxy','force')")
 		}
-		warnings, err := reload(srv, force)
+		warnings, err := reload(ctl, force)
 		if err != nil {
 			return nil, err
 		}
-		res := &proxy.AdminResult{Info: "config reloaded from " + srv.Config().Source()}
-		if len(warnings) > 0 {
-			res.Info += "; " + strings.Join(warnings, "; ")
-		}
-		return res, nil
+		// The warnings go to the client as the server's do: counted in
+		// the OK packet, read with SHOW WARNINGS.
+		return &proxy.AdminResult{Info: "config reloaded from " + srv.Config().Source(), Warnings: warnings}, nil
 	}
 	return nil, argErr("admin server: unknown opt %q: want show, change, add, del, save, reload or reset", c.vals[0])
 }
@@ -374,11 +382,11 @@ func checkShards(srv *proxy.Server) (*proxy.AdminResult, error) {
 
 // xaCmd answers ADMIN XA (keyshard's prepared branches, in doubt) and
 // ADMIN XA COMMIT|ROLLBACK 'xid' (resolved by hand).
-func xaCmd(srv *proxy.Server, vals []string) (*proxy.AdminResult, error) {
+func xaCmd(srv *proxy.Server, ctl proxy.Controls, vals []string) (*proxy.AdminResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if len(vals) == 2 {
-		n, err := srv.ResolveXA(ctx, vals[1], vals[0] == "commit")
+		n, err := ctl.ResolveXA(ctx, vals[1], vals[0] == "commit")
 		if err != nil {
 			return nil, argErr("admin xa: %v", err)
 		}
@@ -397,15 +405,15 @@ func xaCmd(srv *proxy.Server, vals []string) (*proxy.AdminResult, error) {
 
 // reload reloads the config file (force: even if it moves existing rows,
 // see proxy.Server.Reload); a failure is a bad argument (the file).
-func reload(srv *proxy.Server, force bool) ([]string, error) {
-	warnings, err := srv.ReloadFile(force)
+func reload(ctl proxy.Controls, force bool) ([]string, error) {
+	warnings, err := ctl.Reload(force)
 	if err != nil {
 		return nil, argErr("config reload failed, the running config is unchanged: %v", err)
 	}
 	return warnings, nil
 }
 
-func nodeCmd(srv *proxy.Server, vals []string) error {
+func nodeCmd(srv proxy.Controls, vals []string) error {
 	opt, node, role, addr := strings.ToLower(vals[0]), vals[1], strings.ToLower(vals[2]), vals[3]
 	switch opt {
 	case "add", "del":
@@ -422,15 +430,14 @@ func nodeCmd(srv *proxy.Server, vals []string) error {
 	return argErr("admin node: unknown opt %q: want add, del, up or down", vals[0])
 }
 
-func change(srv *proxy.Server, k, v string) error {
+func change(srv proxy.Controls, k, v string) error {
 	lv := strings.ToLower(strings.TrimSpace(v))
 	switch k {
 	case "proxy":
 		if lv != "online" && lv != "offline" {
 			return argErr("change proxy: want online or offline, not %q", v)
 		}
-		srv.SetOnline(lv == "online")
-		return nil
+		return srv.SetOnline(lv == "online")
 	case "log_sql":
 		if lv != "on" && lv != "off" {
 			return argErr("change log_sql: want on or off, not %q", v)
@@ -446,7 +453,7 @@ func change(srv *proxy.Server, k, v string) error {
 	return argErr("admin server: cannot change %q: want proxy, log_sql or slow_log_time", k)
 }
 
-func addDel(srv *proxy.Server, opt, k, v string) error {
+func addDel(srv proxy.Controls, opt, k, v string) error {
 	switch k {
 	case "allow_ip":
 		if opt == "add" {
@@ -604,6 +611,9 @@ var helpRows = [][]string{
 	{"SHOW DIGESTS [ORDER BY total|count|errors|avg|max|p99|rows] [LIMIT n] | admin server(opt,k,v) values('show','digests','total,20')",
 		"statement digests: calls, errors, rows, time (total, min, max, p50, p99) and its split by stage"},
 	{"admin reset digests | admin server(opt,k,v) values('reset','digests','all')", "clear the statement digests"},
+	{"SHOW [FULL] PROCESSLIST | admin server(opt,k,v) values('show','processlist','brief'|'full')",
+		"keyshard's client sessions: id (for KILL), user, host, db, command, time, state, statement, nodes; " +
+			"a user who is not an admin sees its own; /*nodeN*/ SHOW PROCESSLIST shows that node's backend list"},
 	{"admin node(opt,node,k,v) values('add'|'del','node1','slave','host:port[@weight]')", "add or remove a slave"},
 	{"admin node(opt,node,k,v) values('up'|'down','node1','master'|'slave','host:port')", "put a backend in or out of service"},
 }
@@ -637,7 +647,7 @@ func configRows(srv *proxy.Server) [][]string {
 	for _, n := range c.Nodes {
 		nodes = append(nodes, n.Name)
 	}
-	return [][]string{
+	rows := [][]string{
 		{"addr", c.Addr},
 		{"web_addr", c.WebAddr},
 		{"prometheus_addr", c.PrometheusAddr},
@@ -656,6 +666,33 @@ func configRows(srv *proxy.Server) [][]string {
 		{"read_your_writes", c.ReadYourWrites},
 		{"config_file", c.Source()},
 	}
+	// A setting that needs a restart shows the value running, and the
+	// config's pending.
+	for _, p := range srv.PendingRestart() {
+		v := p.Running + " (pending restart: the config has " + p.Configured + ")"
+		if i := slices.IndexFunc(rows, func(r []string) bool { return r[0] == p.Key }); i >= 0 {
+			rows[i][1] = v
+		} else {
+			rows = append(rows, []string{p.Key, v})
+		}
+	}
+	return rows
+}
+
+// processCols are SHOW PROCESSLIST's columns (MySQL's, and the nodes the
+// statement is on).
+var processCols = []string{"Id", "User", "Host", "db", "Command", "Time", "State", "Info", "Nodes"}
+
+// processList answers SHOW [FULL] PROCESSLIST: keyshard's client sessions
+// (user's only, if set); full shows the statements' whole text.
+func processList(srv *proxy.Server, user string, full bool) *proxy.AdminResult {
+	procs := srv.Processes(user, full)
+	rows := make([][]string, 0, len(procs))
+	for _, p := range procs {
+		rows = append(rows, []string{strconv.FormatUint(uint64(p.ID), 10), p.User, p.Host, p.DB, p.Command,
+			itoa(p.Time), p.State, p.Info, strings.Join(p.Nodes, ",")})
+	}
+	return table(processCols, rows)
 }
 
 var schemaCols = []string{"User", "DB", "Table", "Type", "Key", "Nodes_List", "Locations", "TableRowLimit", "DateRange"}

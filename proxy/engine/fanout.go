@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
@@ -32,6 +33,21 @@ type Leg struct {
 	// be had for it (see retryLeg): nothing to read, cancel or release.
 	gone  bool
 	tries int // times retryLeg sent it again
+	// start is when its statements were sent (zero: not sent), failed
+	// that one ended in an error: for its pool's statement counts.
+	start  time.Time
+	failed bool
+}
+
+// sent marks the leg's statements sent now.
+func (l *Leg) sent() { l.start = time.Now() }
+
+// observe counts the leg's statements as one on its pool once it was sent.
+func (l *Leg) observe(failed bool) {
+	if !l.start.IsZero() {
+		l.BC.Pool().Observe(time.Since(l.start), failed || l.failed)
+		l.start = time.Time{}
+	}
 }
 
 // legRetry says whether a fan-out's legs run again after their connection
@@ -52,6 +68,7 @@ type legRetry struct {
 func (e *Engine) retryLeg(l *Leg, r legRetry, err error) error {
 	for e.again(l.BC, err, r.ok && l.BC != e.Conns.Pinned(), l.tries) {
 		l.tries++
+		l.observe(true)
 		bc, aerr := e.Conns.Acquire(e.Nodes[l.Route.Node], r.p|Retry)
 		if aerr != nil {
 			l.gone, l.finished = true, true
@@ -67,6 +84,7 @@ func (e *Engine) retryLeg(l *Leg, r legRetry, err error) error {
 			}
 		}
 		*l = Leg{BC: bc, Route: route, tries: l.tries}
+		l.sent()
 		if err = r.send(l); err == nil {
 			return nil
 		}
@@ -144,11 +162,13 @@ func (l *Leg) where() string {
 // legError names the node and sub-table of a backend error; the errno and
 // SQLSTATE stay the backend's.
 func legError(l *Leg, e *mysql.MyError) *mysql.MyError {
+	l.failed = true
 	return &mysql.MyError{Code: e.Code, State: e.State, Message: l.where() + ": " + e.Message}
 }
 
 // legFailed is an error of keyshard's own about a leg's answer.
 func legFailed(l *Leg, msg string) *mysql.MyError {
+	l.failed = true
 	return &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: mysql.DEFAULT_MYSQL_STATE, Message: l.where() + " " + msg}
 }
 
@@ -313,6 +333,7 @@ func legConns(legs []Leg) []*backend.Conn {
 // node inside a transaction share theirs, next to each other.
 func (e *Engine) releaseLegs(legs []Leg) {
 	for i := range legs {
+		legs[i].observe(legs[i].BC.Broken())
 		if i > 0 && legs[i].BC == legs[i-1].BC || legs[i].gone {
 			continue
 		}
@@ -333,6 +354,7 @@ func (e *Engine) sendLegs(legs []Leg, send func(l *Leg) error, name bool, r legR
 		if l.queued {
 			continue // sent once the leg before it on its connection is read (see merged)
 		}
+		l.sent()
 		err := send(l)
 		if err == nil {
 			continue

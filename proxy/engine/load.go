@@ -3,6 +3,7 @@ package engine
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
@@ -43,12 +44,16 @@ func (e *Engine) LoadData(ld *router.Load) error {
 	}
 	n := len(t.Rule.Tables())
 	legs := make([]loadLeg, 0, n)
+	var start time.Time // when the sub-tables' LOAD DATA were sent
 	defer func() {
 		// A connection whose transaction or file stream did not end
 		// cleanly (an error, a panic) is closed, never reused.
 		for i := range legs {
 			if !legs[i].clean {
 				legs[i].bc.MarkBroken()
+			}
+			if !start.IsZero() {
+				legs[i].bc.Pool().Observe(time.Since(start), !legs[i].clean)
 			}
 			e.Conns.Release(legs[i].bc)
 		}
@@ -61,6 +66,7 @@ func (e *Engine) LoadData(ld *router.Load) error {
 		legs = append(legs, loadLeg{bc: bc, sub: t.SubTableName(i)})
 	}
 	// Open each sub-table's transaction and its LOAD DATA.
+	start = time.Now()
 	for i := range legs {
 		l := &legs[i]
 		if _, err := l.bc.Exec("BEGIN"); err != nil {

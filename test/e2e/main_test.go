@@ -26,7 +26,9 @@ import (
 	"github.com/keyshard/keyshard/proxy/admin"
 	"github.com/keyshard/keyshard/proxy/config"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 const nBackend = 4
@@ -87,8 +89,9 @@ func backends(args ...string) (string, error) {
 type testProxy struct {
 	Addr string
 	Srv  *proxy.Server
-	Web  string // base URL of the admin HTTP server (REST API, metrics)
-	File string // the config file
+	Web  string                 // base URL of the admin HTTP server (REST API, metrics)
+	File string                 // the config file
+	Logs *observer.ObservedLogs // keyshard's log from Info up
 }
 
 // baseYAML is a config with two nodes on the first two backends; extra is
@@ -153,7 +156,8 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
-	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	obs, logs := observer.New(zap.InfoLevel)
+	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(), obs))
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +177,7 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 		}
 		<-done
 	})
-	return &testProxy{Addr: addr, Srv: srv, Web: web.URL, File: path}
+	return &testProxy{Addr: addr, Srv: srv, Web: web.URL, File: path, Logs: logs}
 }
 
 // open returns a database/sql handle through the proxy.
