@@ -443,7 +443,10 @@ type ConfigRevision struct {
 // ConfigRevision returns the running config's revision.
 func (s *Server) ConfigRevision() ConfigRevision {
 	snap := s.snap.Load()
-	b, _ := yaml.Marshal(snap.cfg)
+	b, err := yaml.Marshal(snap.cfg)
+	if err != nil {
+		b = []byte(err.Error())
+	}
 	sum := sha256.Sum256(b)
 	return ConfigRevision{Revision: snap.rev, Digest: hex.EncodeToString(sum[:6]), Applied: snap.applied, Source: snap.cfg.Source()}
 }

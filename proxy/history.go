@@ -82,16 +82,13 @@ func (h *history) sample(now time.Time, cur totals) {
 	if s.Queries > 0 {
 		s.AvgMs = (cur.sum - prev.sum) * 1000 / float64(s.Queries)
 		// The first bucket holding 99% of the second's commands.
+		// (Beyond the last bound: shown as the last bound.)
 		want := uint64(math.Ceil(float64(s.Queries) * 0.99))
-		s.P99Ms = math.Inf(1)
 		for i := range cur.buckets {
+			s.P99Ms = cur.bounds[i] * 1000
 			if i < len(prev.buckets) && cur.buckets[i]-prev.buckets[i] >= want {
-				s.P99Ms = cur.bounds[i] * 1000
 				break
 			}
-		}
-		if math.IsInf(s.P99Ms, 1) && len(cur.bounds) > 0 {
-			s.P99Ms = cur.bounds[len(cur.bounds)-1] * 1000 // beyond the last bound: shown as it
 		}
 	}
 	h.ring[h.next] = s

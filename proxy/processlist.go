@@ -17,7 +17,7 @@ import (
 type Process struct {
 	ID      uint32   `json:"id"`
 	User    string   `json:"user"`
-	Host    string   `json:"host"`
+	Host    string   `json:"host"` // the client's host:port, as MySQL's
 	DB      string   `json:"db"`
 	Command string   `json:"command"`
 	Time    int64    `json:"time"` // seconds in this command (or asleep)
@@ -107,7 +107,7 @@ var procCommands = map[byte]string{
 // process reads the session's published state; full keeps the whole text.
 func (s *Session) process(now time.Time, full bool) Process {
 	p := &s.tr.proc
-	pr := Process{ID: s.id, Host: s.remoteHost, Command: "Sleep"}
+	pr := Process{ID: s.id, Host: s.clientAddr, Command: "Sleep"}
 	cmd := p.cmd.Load()
 	pr.Time = max(0, int64(now.Sub(time.Unix(0, p.since.Load()))/time.Second))
 	p.mu.Lock()

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +40,7 @@ type Session struct {
 	nc         net.Conn
 	pkt        *wire.Conn
 	remoteHost string
+	clientAddr string // host:port, for the process list
 	tls        bool
 	log        *zap.Logger
 
@@ -81,6 +81,14 @@ type Session struct {
 	// statement's), for SHOW WARNINGS; nil once another statement runs.
 	warnings []string
 
+	// Statement time limits (see timeout.go): the client's SET
+	// max_execution_time (-1: none set), the user's or schema's, the
+	// timer and the start (procState.since) of the statement it is for.
+	maxExec    time.Duration
+	cfgMaxExec time.Duration
+	timer      *time.Timer
+	timeoutFor atomic.Int64
+
 	killed atomic.Bool
 	busy   atomic.Bool
 }
@@ -88,7 +96,8 @@ type Session struct {
 // newSession makes the session of client connection nc.
 func newSession(srv *Server, snap *snapshot, id uint32, nc net.Conn) *Session {
 	cfg := snap.cfg
-	s := &Session{srv: srv, snap: snap, id: id, nc: nc, log: srv.log.With(zap.Uint32("conn", id))}
+	s := &Session{srv: srv, snap: snap, id: id, nc: nc, log: srv.log.With(zap.Uint32("conn", id)), maxExec: -1,
+		clientAddr: nc.RemoteAddr().String()}
 	s.pkt = wire.NewConn(nc, cfg.ReadBuffer, cfg.ClientWriteBuffer)
 	s.pkt.MaxRead = cfg.MaxAllowedPacket
 	s.cl = engine.NewClient(s.pkt, toMySQL)
@@ -107,6 +116,7 @@ func (s *Session) startSession(db string) error {
 	s.lease.SetStatus(newSessionStatus(s.srv.ctx, s.node, true))
 	s.last = engine.Last{}
 	s.idleTimeout = 0
+	s.maxExec = -1
 	if db != "" {
 		if err := s.useDB(db); err != nil {
 			return err
@@ -132,8 +142,12 @@ func (s *Session) rebind(snap *snapshot) {
 		s.deny |= router.DenyDDL | router.DenyWrite
 	}
 	s.schema, s.node, s.route = nil, nil, nil
+	s.cfgMaxExec = time.Duration(uc.MaxExecutionTime) * time.Millisecond
 	split := false
 	if sc, ok := snap.cfg.SchemaFor(s.user); ok {
+		if s.cfgMaxExec == 0 {
+			s.cfgMaxExec = time.Duration(sc.MaxExecutionTime) * time.Millisecond
+		}
 		s.schema = sc
 		s.node = s.nodes[sc.Default]
 		s.route = snap.routes[s.user]
@@ -151,6 +165,9 @@ func (s *Session) rebind(snap *snapshot) {
 
 // endSession returns or cleans the pinned connection.
 func (s *Session) endSession() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 	s.forgetStmts()
 	s.lease.End()
 }
@@ -208,6 +225,7 @@ func (s *Session) run() {
 			s.warnings = nil
 		}
 		err = s.dispatch(cmd, p)
+		s.disarmTimeout()
 		if err != nil && s.lease.Branches() > 0 && engine.RollsBackTx(err) {
 			// One node rolled the whole transaction back (a deadlock
 			// victim): so does every other, as one server's would; the
@@ -398,6 +416,7 @@ func (s *Session) query(p []byte) error {
 			return err
 		}
 	}
+	s.armTimeout(s.stmtTimeout(sql, info))
 	s.tr.entry = s.digestOf(sql, s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0)
 	s.tr.mark(digest.Parse)
 	if err := s.checkBlack(sql, info); err != nil {
@@ -730,13 +749,12 @@ func (s *Session) interrupt(closeConn bool) {
 	if closeConn {
 		s.killed.Store(true)
 	}
-	if bc := s.tr.cur.Load(); bc != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		if err := bc.Pool().KillQuery(ctx, bc.ThreadID()); err != nil {
-			s.log.Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.Error(err))
-		}
-		cancel()
+	p := &s.tr.proc
+	p.mu.Lock()
+	if p.cmd.Load() >= 0 { // a statement runs: stop it on each of its connections
+		s.killQueriesLocked()
 	}
+	p.mu.Unlock()
 	if closeConn {
 		// Both directions: a session blocked writing to a client that stopped
 		// reading must give up too.

@@ -24,6 +24,9 @@ import (
 // session records what changed so other pooled connections can replay it.
 func (s *Session) set(p []byte, sql string) error {
 	items, perr := s.getParser().ParseSet(sql)
+	if handled, err := s.setMaxExecution(items); handled {
+		return err
+	}
 	var names *router.SetItem
 	var sysvars []router.SetItem
 	global := false

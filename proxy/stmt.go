@@ -335,6 +335,7 @@ func (s *Session) forgetStmts() {
 // stmtExecute runs COM_STMT_EXECUTE.
 func (s *Session) stmtExecute(st *prepared, p []byte) error {
 	s.traceStmt(st, false)
+	s.armTimeout(s.stmtTimeout(st.sql, router.Info{Kind: st.kind}))
 	if s.lease.Tracking() && router.Writes(router.Info{Kind: st.kind}) {
 		defer s.lease.MarkWrite()
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -34,6 +35,14 @@ type trace struct {
 	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
 	killed *atomic.Bool                 // the session's
 	proc   procState                    // what the process list shows
+	// conns are the backend connections the statement holds (under
+	// proc.mu): KILL QUERY and the time limit stop it on each.
+	conns []*backend.Conn
+	// deadline is the statement's time limit (zero: none); timedOut is
+	// set once keyshard stopped it there, timeoutErr is the error then.
+	deadline   time.Time
+	timedOut   atomic.Bool
+	timeoutErr error
 }
 
 var _ engine.Tracer = (*trace)(nil)
@@ -45,11 +54,15 @@ func (t *trace) begin(start time.Time, written uint64) {
 	t.stages = [digest.NumStages]time.Duration{}
 	t.first, t.shape = false, router.Shape{}
 	t.rows, t.changed, t.written = 0, 0, written
-	if len(t.nodes) > 0 {
+	if len(t.nodes) > 0 || len(t.conns) > 0 {
 		t.proc.mu.Lock()
 		t.nodes = t.nodes[:0]
+		clear(t.conns)
+		t.conns = t.conns[:0]
 		t.proc.mu.Unlock()
 	}
+	t.deadline = time.Time{}
+	t.timedOut.Store(false)
 	t.entry, t.key, t.fetch, t.sql = nil, "", false, ""
 }
 
@@ -82,8 +95,31 @@ func (t *trace) WaitDone(bc *backend.Conn) {
 	t.mark(digest.Wait)
 	t.proc.stage.Store(procBackend)
 	if bc != nil {
+		t.proc.mu.Lock()
+		if !slices.Contains(t.conns, bc) {
+			t.conns = append(t.conns, bc)
+		}
+		t.proc.mu.Unlock()
 		t.usedNode(bc.Node())
 	}
+}
+
+// Released: bc went back to its pool; a KILL QUERY must not reach it now.
+func (t *trace) Released(bc *backend.Conn) {
+	t.proc.mu.Lock()
+	if i := slices.Index(t.conns, bc); i >= 0 {
+		t.conns = slices.Delete(t.conns, i, i+1)
+	}
+	t.proc.mu.Unlock()
+}
+
+// TimedOut is the statement's timeout error once it ran past its time
+// limit; nil before.
+func (t *trace) TimedOut() error {
+	if t.timedOut.Load() || !t.deadline.IsZero() && !time.Now().Before(t.deadline) {
+		return t.timeoutErr
+	}
+	return nil
 }
 
 // Retry ends a failed attempt: its time was spent on the backend.

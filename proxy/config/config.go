@@ -95,7 +95,7 @@ type Config struct {
 	DigestMetricsTop     int      `yaml:"digest_metrics_top"`    // digests on /metrics (top by total time); omitted = 20; 0 = none
 
 	src string // Source given to Parse, for Validate's messages
-	pos
+	pos `yaml:"-"`
 }
 
 // UserConfig is one client account of user_list.
@@ -123,8 +123,11 @@ type UserConfig struct {
 	BackendPassword string `yaml:"backend_password"`
 	// MaxConnections caps this user's open sessions (0 = no cap).
 	MaxConnections int `yaml:"max_connections"`
+	// MaxExecutionTime is this user's statement time limit in
+	// milliseconds (0: the schema's, if any); see SchemaConfig.
+	MaxExecutionTime int `yaml:"max_execution_time"`
 
-	pos
+	pos `yaml:"-"`
 }
 
 // NodeConfig is one backend node: a master and optional weighted slaves.
@@ -141,7 +144,7 @@ type NodeConfig struct {
 	idleConns int
 	rwSplit   *bool // false: this node's reads stay on its master
 
-	pos
+	pos `yaml:"-"`
 }
 
 // SchemaConfig says which nodes a user's queries may reach and how its
@@ -157,8 +160,13 @@ type SchemaConfig struct {
 	// nodes, committed in two phases; single keeps it on its first node
 	// (a statement for another node is refused).
 	TransactionMode string `yaml:"transaction_mode"`
+	// MaxExecutionTime is the time limit of the schema's statements in
+	// milliseconds (0: none): past it keyshard stops the statement on
+	// every backend it runs on (KILL QUERY) and answers with the server's
+	// timeout error. Pool waits count.
+	MaxExecutionTime int `yaml:"max_execution_time"`
 
-	pos
+	pos `yaml:"-"`
 }
 
 // ShardConfig is one sharded table. The shard functions live in
@@ -187,7 +195,7 @@ type ShardConfig struct {
 	// the sequence's node); default 1000.
 	SequenceCache int `yaml:"sequence_cache"`
 
-	pos
+	pos `yaml:"-"`
 }
 
 // SequenceName is the name of the rule's sequence: sequence, else

@@ -827,3 +827,19 @@ func TestValidateNodeNamesAndTransactionMode(t *testing.T) {
 		t.Fatalf("bad node name and mode: %v", err)
 	}
 }
+
+// A config encodes as YAML (the status page's config digest hashes it),
+// and the encoding holds its settings, not the positions kept for errors.
+func TestConfigMarshals(t *testing.T) {
+	c, _, err := Load("../../etc/ks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "master: 127.0.0.1:3307") || strings.Contains(string(b), "line") {
+		t.Fatalf("encoded config:\n%s", b)
+	}
+}

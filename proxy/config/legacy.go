@@ -31,14 +31,14 @@ type legacySchema struct {
 	ShardRule []ShardConfig `yaml:"shard"`
 	Rules     *legacyRules  `yaml:"rules"`
 
-	pos
+	pos `yaml:"-"`
 }
 
 type legacyRules struct {
 	Default   string        `yaml:"default"`
 	ShardRule []ShardConfig `yaml:"shard"`
 
-	pos
+	pos `yaml:"-"`
 }
 
 type legacyState struct {

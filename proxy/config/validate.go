@@ -258,6 +258,9 @@ func (c *Config) validateUsers(p *problems) map[string]*UserConfig {
 		if u.MaxConnections < 0 {
 			p.add(u.lineOf("max_connections"), join(up, "max_connections"), "want 0 (no cap) or more, got %d", u.MaxConnections)
 		}
+		if u.MaxExecutionTime < 0 {
+			p.add(u.lineOf("max_execution_time"), join(up, "max_execution_time"), "want milliseconds, 0 (none) or more, got %d", u.MaxExecutionTime)
+		}
 		if !oneOf(u.AuthPlugin, "", AuthNativePassword, AuthCachingSHA2) {
 			p.add(u.lineOf("auth_plugin"), join(up, "auth_plugin"), "want %s or %s, got %q", AuthNativePassword, AuthCachingSHA2, u.AuthPlugin)
 		}
@@ -342,6 +345,9 @@ func (c *Config) validateSchemas(p *problems, users map[string]*UserConfig, node
 			p.add(s.lineOf("user"), join(sp, "user"), "second schema for user %q (first at %s)", s.User, where(f.pos, "user"))
 		default:
 			seen[s.User] = s
+		}
+		if s.MaxExecutionTime < 0 {
+			p.add(s.lineOf("max_execution_time"), join(sp, "max_execution_time"), "want milliseconds, 0 (none) or more, got %d", s.MaxExecutionTime)
 		}
 		member := map[string]bool{}
 		if len(s.Nodes) == 0 {

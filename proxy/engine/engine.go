@@ -22,6 +22,11 @@ type Tracer interface {
 	Sent(rows, affected uint64)
 	Running(bc *backend.Conn) // bc runs the statement (nil: none), for KILL QUERY
 	Killed() bool             // the session was killed
+	// Released: bc goes back to its pool, no longer the statement's.
+	Released(bc *backend.Conn)
+	// TimedOut is the error for the statement's end once it ran past its
+	// time limit (keyshard stopped it); nil while it may go on.
+	TimedOut() error
 }
 
 // Conns is how the engine gets backend connections: the session's Lease
@@ -130,6 +135,11 @@ func (e *Engine) colDef(p []byte) []byte {
 
 // Fail writes err to the client and returns it.
 func (e *Engine) Fail(err error) error {
+	if te := e.Trace.TimedOut(); te != nil {
+		// Whatever ended the statement past its time limit (a pool wait
+		// given up, a leg interrupted), the time limit did.
+		err = te
+	}
 	e.Client.Error(err)
 	return err
 }
@@ -149,6 +159,8 @@ func (e *Engine) Lost(bc *backend.Conn, err error) error {
 	held := e.Conns.Lost(bc)
 	if e.Trace.Killed() {
 		err = Errorf(KindKilled, "Query execution was interrupted (connection killed)")
+	} else if te := e.Trace.TimedOut(); te != nil {
+		err = te
 	}
 	if held != "" {
 		kind := KindStateLost

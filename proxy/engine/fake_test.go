@@ -292,7 +292,9 @@ func (t *fakeTracer) Retry()                    { t.retries++ }
 func (t *fakeTracer) Sent(rows, affected uint64) {
 	t.rows, t.affected = t.rows+rows, t.affected+affected
 }
-func (t *fakeTracer) Killed() bool { return t.killed.Load() }
+func (t *fakeTracer) Killed() bool              { return t.killed.Load() }
+func (t *fakeTracer) Released(bc *backend.Conn) {}
+func (t *fakeTracer) TimedOut() error           { return nil }
 func (t *fakeTracer) Running(bc *backend.Conn) {
 	t.running = append(t.running, bc)
 	if bc != nil {

@@ -86,6 +86,9 @@ type Lease struct {
 	Split   bool          // reads may go to replicas (user and schema allow it)
 	RYW     time.Duration // read-your-writes window (0: off)
 	Trace   Tracer
+	// Deadline is the running statement's time limit (zero: none): a wait
+	// for a pooled connection gives up there.
+	Deadline time.Time
 	// OnDiscard is called for a pinned connection that is discarded, so
 	// the session can forget cursors it held.
 	OnDiscard func(bc *backend.Conn)
@@ -634,8 +637,15 @@ func (l *Lease) endBranches() {
 // sent, and the pool pings its other idle connections before use now.
 func (l *Lease) synced(p *backend.Pool, acOn bool) (*backend.Conn, error) {
 	f := backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB)
+	ctx := l.Ctx
+	if !l.Deadline.IsZero() {
+		// The statement's time limit covers its wait for a connection.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, l.Deadline)
+		defer cancel()
+	}
 	for try := 0; ; try++ {
-		bc, err := p.Get(l.Ctx, f)
+		bc, err := p.Get(ctx, f)
 		if err != nil {
 			return nil, err
 		}
@@ -655,6 +665,7 @@ func (l *Lease) synced(p *backend.Pool, acOn bool) (*backend.Conn, error) {
 
 // putBack returns bc to its pool (closed if broken); never pins.
 func (l *Lease) putBack(bc *backend.Conn) {
+	l.Trace.Released(bc)
 	if bc.Broken() {
 		l.failed = bc.Pool()
 		bc.Pool().Discard(bc)

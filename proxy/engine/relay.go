@@ -197,7 +197,7 @@ func (e *Engine) readResult(bc *backend.Conn, res *Result) (p []byte, done bool,
 			return nil, true, lostConn(bc, wire.ParseErr(p))
 		}
 		res.Err = wire.ParseErr(p)
-		if err := e.Client.Packet(p); err != nil {
+		if err := e.relayErr(p, res.Err, e.Client.Packet); err != nil {
 			return nil, true, err
 		}
 		return nil, true, nil
@@ -326,7 +326,7 @@ func (e *Engine) relayRows(bc *backend.Conn, p []byte, rows uint64, fieldList bo
 	rows += end.rows
 	if end.err != nil {
 		res.Err = end.err
-		if err := e.Client.Raw(end.term); err != nil {
+		if err := e.relayErr(end.term, end.err, e.Client.Raw); err != nil {
 			return false, err
 		}
 		e.Last.RowCount = -1
@@ -415,4 +415,17 @@ func (e *Engine) localInfile(bc *backend.Conn, req []byte) error {
 		return lost(err)
 	}
 	return nil
+}
+
+// relayErr relays a backend's ERR packet p (me, parsed) with write. Once
+// the statement ran past its time limit, the interruption keyshard caused
+// (KILL QUERY) is answered with the timeout error instead.
+func (e *Engine) relayErr(p []byte, me *mysql.MyError, write func([]byte) error) error {
+	if me.Code == mysql.ER_QUERY_INTERRUPTED {
+		if te := e.Trace.TimedOut(); te != nil {
+			e.Client.Error(te)
+			return nil
+		}
+	}
+	return write(p)
 }

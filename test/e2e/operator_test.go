@@ -322,7 +322,7 @@ func TestProcessList(t *testing.T) {
 	if strings.Join(names(cols), ",") != "Id,User,Host,db,Command,Time,State,Info,Nodes" {
 		t.Fatalf("columns: %v", cols)
 	}
-	if row[1] != "ks" || row[2] != "127.0.0.1" || row[3] != "ks_test" || row[4] != "Query" || row[6] != "backend node1" ||
+	if row[1] != "ks" || !strings.HasPrefix(row[2], "127.0.0.1:") || row[3] != "ks_test" || row[4] != "Query" || row[6] != "backend node1" ||
 		row[7] != long[:100] || row[8] != "node1" {
 		t.Fatalf("process row: %q", row)
 	}

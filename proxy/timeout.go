@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/router"
+	"go.uber.org/zap"
+)
+
+// Statement time limits (max_execution_time): the session arms a timer
+// when a statement starts; past its limit, the timer stops the statement
+// on every backend connection it holds (KILL QUERY), a wait for a pooled
+// connection gives up (Lease.Deadline), and the statement ends with the
+// server's timeout error (Engine.Fail and the relay of the backends'
+// "interrupted" answer use trace.TimedOut).
+
+// MariaDB's and MySQL's errors for a statement past its time limit.
+const (
+	erStatementTimeout = 1969 // MariaDB ER_STATEMENT_TIMEOUT
+	erQueryTimeout     = 3024 // MySQL ER_QUERY_TIMEOUT
+)
+
+// timeoutError is the error a client of a MariaDB (mariaDB) or MySQL
+// server expects for a statement stopped at its time limit.
+func timeoutError(mariaDB bool, d time.Duration) error {
+	if mariaDB {
+		return &mysql.MyError{Code: erStatementTimeout, State: "70100",
+			Message: "Query execution was interrupted (max_statement_time exceeded): keyshard stopped it after max_execution_time " + d.String()}
+	}
+	return &mysql.MyError{Code: erQueryTimeout, State: "HY000",
+		Message: "Query execution was interrupted, maximum statement execution time exceeded: keyshard stopped it after max_execution_time " + d.String()}
+}
+
+// timed reports whether a statement may be stopped at a time limit:
+// reads, writes, calls and loads. Never transaction control (a COMMIT
+// stopped half-way leaves its outcome unknown), DDL (a sharded table's
+// sub-tables would end up unlike) or session statements.
+func timed(sql string, info router.Info) bool {
+	switch info.Kind {
+	case router.KindSelect, router.KindInsert, router.KindUpdate, router.KindDelete, router.KindReplace,
+		router.KindCall, router.KindLoad, router.KindExecute, router.KindShow:
+		return true
+	case router.KindOther:
+		_, xa := cutPrefixFold(sql[info.Start:], "xa ")
+		return !xa
+	}
+	return false
+}
+
+// hintTimeout reads MySQL's optimizer hint SELECT /*+ MAX_EXECUTION_TIME(N) */
+// (N milliseconds; 0: no limit).
+func hintTimeout(sql string, info router.Info) (time.Duration, bool) {
+	if info.Kind != router.KindSelect {
+		return 0, false
+	}
+	rest, ok := cutPrefixFold(sql[info.Start:], "select")
+	if !ok {
+		return 0, false
+	}
+	rest = strings.TrimLeft(rest, " \t\r\n")
+	if !strings.HasPrefix(rest, "/*+") {
+		return 0, false
+	}
+	end := strings.Index(rest, "*/")
+	if end < 0 {
+		return 0, false
+	}
+	hints := strings.ToLower(rest[3:end])
+	i := strings.Index(hints, "max_execution_time")
+	if i < 0 {
+		return 0, false
+	}
+	arg := strings.TrimLeft(hints[i+len("max_execution_time"):], " \t\r\n")
+	if !strings.HasPrefix(arg, "(") {
+		return 0, false
+	}
+	arg, _, ok = strings.Cut(arg[1:], ")")
+	ms, err := strconv.ParseUint(strings.TrimSpace(arg), 10, 32)
+	if !ok || err != nil {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// stmtTimeout is the time limit of statement sql: its hint's, the
+// session's SET max_execution_time, the user's, the schema's (0: none).
+func (s *Session) stmtTimeout(sql string, info router.Info) time.Duration {
+	if !timed(sql, info) {
+		return 0
+	}
+	if d, ok := hintTimeout(sql, info); ok {
+		return d
+	}
+	if s.maxExec >= 0 {
+		return s.maxExec
+	}
+	return s.cfgMaxExec
+}
+
+// armTimeout gives the running statement a time limit of d from its start
+// (nothing for d <= 0).
+func (s *Session) armTimeout(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	tr := &s.tr
+	tr.deadline = tr.start.Add(d)
+	tr.timeoutErr = timeoutError(s.srv.identity(s.snap).mariaDB, d)
+	s.lease.Deadline = tr.deadline
+	s.timeoutFor.Store(tr.proc.since.Load())
+	if s.timer == nil {
+		s.timer = time.AfterFunc(time.Until(tr.deadline), s.onTimeout)
+	} else {
+		s.timer.Reset(time.Until(tr.deadline))
+	}
+}
+
+// disarmTimeout ends the running statement's time limit.
+func (s *Session) disarmTimeout() {
+	if !s.tr.deadline.IsZero() {
+		s.timer.Stop()
+		s.lease.Deadline = time.Time{}
+	}
+}
+
+// onTimeout stops the statement the timer was armed for, if it still runs.
+func (s *Session) onTimeout() {
+	p := &s.tr.proc
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd.Load() < 0 || p.since.Load() != s.timeoutFor.Load() {
+		return // that statement is over
+	}
+	s.tr.timedOut.Store(true)
+	s.killQueriesLocked()
+}
+
+// killQueriesLocked stops the running statement on every backend
+// connection it holds, at once (KILL QUERY on a connection of its own to
+// each server). proc.mu is held: none of them goes back to its pool, to
+// run someone else's statement, before its KILL is done.
+func (s *Session) killQueriesLocked() {
+	var wg sync.WaitGroup
+	for _, bc := range s.tr.conns {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			if err := bc.Pool().KillQuery(ctx, bc.ThreadID()); err != nil {
+				s.log.Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.String("addr", bc.Addr()), zap.Error(err))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// setMaxExecution takes SET [SESSION] max_execution_time = N (alone in its
+// SET) as the session's time limit: keyshard keeps it (MariaDB has no such
+// variable; its max_statement_time is the server's own). handled is false
+// for any other SET.
+func (s *Session) setMaxExecution(items []router.SetItem) (handled bool, err error) {
+	if len(items) != 1 || items[0].Kind != router.SetSysVar || items[0].Name != "max_execution_time" {
+		return false, nil
+	}
+	v := items[0].Value
+	if strings.EqualFold(v, "default") {
+		s.maxExec = -1
+		return true, s.writeOK(0, 0)
+	}
+	ms, perr := strconv.ParseUint(v, 10, 32)
+	if perr != nil {
+		return true, s.fail(&mysql.MyError{Code: mysql.ER_WRONG_TYPE_FOR_VAR, State: "42000",
+			Message: "Incorrect argument type to variable 'max_execution_time': want milliseconds, a whole number"})
+	}
+	s.maxExec = time.Duration(ms) * time.Millisecond
+	return true, s.writeOK(0, 0)
+}
