@@ -358,7 +358,7 @@ func (c Controls) DelBlackSQL(sql string) error {
 	return c.done("blacklist: remove "+strconv.Quote(sql), c.s.setBlack(func(b *blacklist) (*blacklist, error) {
 		nb, ok := b.without(sql)
 		if !ok {
-			return nil, adminArg("keyshard: %q is not in the blacklist", sql)
+			return nil, newErr(errAdminMissing, "keyshard: %q is not in the blacklist", sql)
 		}
 		return nb, nil
 	}))
@@ -403,7 +403,14 @@ func (s *Server) saveConfig() error {
 // (an unknown node, a malformed address, a change that fails validation).
 func IsArgError(err error) bool {
 	var pe *Error
-	return errors.As(err, &pe) && pe.kind == errAdminArg
+	return errors.As(err, &pe) && (pe.kind == errAdminArg || pe.kind == errAdminMissing)
+}
+
+// IsMissing reports whether err is a bad argument naming something to
+// remove that is not there (a blacklist entry).
+func IsMissing(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && pe.kind == errAdminMissing
 }
 
 // Digests returns the top n statement digests (all when n <= 0) in the

@@ -30,6 +30,7 @@ const (
 	errKilled
 	errOffline
 	errAdminArg
+	errAdminMissing // a bad argument: what it names to remove is not there
 	errBlacklisted
 	errUserLimit
 	errKindEnd
@@ -64,6 +65,7 @@ var proxyCodes = map[errKind]uint16{
 	errKilled:             mysql.ER_QUERY_INTERRUPTED,
 	errOffline:            erServerOfflineMode,
 	errAdminArg:           mysql.ER_WRONG_ARGUMENTS,
+	errAdminMissing:       mysql.ER_WRONG_ARGUMENTS,
 	errBlacklisted:        mysql.ER_OPTION_PREVENTS_STATEMENT,
 	errUserLimit:          mysql.ER_USER_LIMIT_REACHED,
 }

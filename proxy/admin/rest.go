@@ -5,19 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
 )
 
 // REST mounts kingshard's /api/v1 endpoints on mux, behind HTTP basic auth
 // with web_user and web_password (read from the running config, so a
-// reload changes them). JSON in and out; a change answers "ok", a failure
-// {"error": "..."} with 400 for a bad argument, 500 otherwise.
+// reload changes them). JSON in and out, in kingshard's shapes for its
+// endpoints (docs/openapi.yaml describes them all); a change answers "ok",
+// a failure {"error": "..."} with 400 for a bad argument, 404 for a
+// blacklist entry to delete that is not there (as kingshard), 500
+// otherwise.
 func REST(mux *http.ServeMux, srv *proxy.Server) {
 	// by is the controls as the request's web user uses them.
 	by := func(r *http.Request) proxy.Controls {
@@ -40,7 +45,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 			writeJSON(w, http.StatusOK, v)
 		})
 	}
-	h("GET /api/v1/nodes/status", func(*http.Request) (any, error) { return srv.Backends(), nil })
+	h("GET /api/v1/nodes/status", func(*http.Request) (any, error) { return kingshardNodes(srv.Backends()), nil })
 	h("POST /api/v1/nodes/slaves", func(r *http.Request) (any, error) {
 		var a nodeArgs
 		if err := bind(r, &a); err != nil {
@@ -71,7 +76,9 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 	h("PUT /api/v1/nodes/slaves/status", upDown("slave"))
 	h("PUT /api/v1/nodes/masters/status", upDown("master"))
 
-	h("GET /api/v1/proxy/status", func(*http.Request) (any, error) { return srv.Status(), nil })
+	// kingshard answers the bare string "online" or "offline" (LVS health
+	// checks match it); the details are in GET /api/v1/status.
+	h("GET /api/v1/proxy/status", func(*http.Request) (any, error) { return srv.Status().State, nil })
 	h("PUT /api/v1/proxy/status", func(r *http.Request) (any, error) {
 		var a struct {
 			Opt string `json:"opt"`
@@ -82,17 +89,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		return nil, change(by(r), "proxy", a.Opt)
 	})
 	h("GET /api/v1/proxy/config", func(*http.Request) (any, error) { return kv(configRows(srv)), nil })
-	h("GET /api/v1/proxy/schema", func(*http.Request) (any, error) {
-		var out []map[string]string
-		for _, row := range schemaRows(srv.Config()) {
-			m := map[string]string{}
-			for i, c := range schemaCols {
-				m[strings.ToLower(c)] = row[i]
-			}
-			out = append(out, m)
-		}
-		return out, nil
-	})
+	h("GET /api/v1/proxy/schema", func(*http.Request) (any, error) { return kingshardSchema(srv.Config()), nil })
 
 	h("GET /api/v1/proxy/allow_ips", func(*http.Request) (any, error) { return nonNil(srv.AllowIPs()), nil })
 	allowIPs := func(add bool) func(r *http.Request) (any, error) {
@@ -104,6 +101,11 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 				return nil, err
 			}
 			for _, ip := range a.AllowIPs {
+				// As kingshard: adding an address already there, or
+				// deleting one that is not, is no error.
+				if slices.Contains(srv.AllowIPs(), strings.TrimSpace(ip)) == add {
+					continue
+				}
 				var err error
 				if add {
 					err = by(r).AddAllowIP(ip)
@@ -141,7 +143,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 	h("GET /api/v1/proxy/slow_sql/time", func(*http.Request) (any, error) { return srv.Config().SlowLogTime, nil })
 	h("PUT /api/v1/proxy/slow_sql/time", func(r *http.Request) (any, error) {
 		var a struct {
-			SlowTime json.Number `json:"slow_time"` // kingshard sends a string; a number is accepted too
+			SlowTime json.Number `json:"slow_time"` // a number, as kingshard takes it; a string as its first versions did
 		}
 		if err := bind(r, &a); err != nil {
 			return nil, err
@@ -170,27 +172,18 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		if err != nil {
 			return nil, err
 		}
-		out := make([]digestJSON, 0, len(top))
-		for _, d := range top {
-			j := digestJSON{Stats: d, TotalMs: digest.Millis(d.Total), AvgMs: digest.Millis(d.Avg), MinMs: digest.Millis(d.Min), MaxMs: digest.Millis(d.Max),
-				P50Ms: digest.Millis(d.P50), P99Ms: digest.Millis(d.P99), StagesMs: map[string]float64{}}
-			for i, v := range d.Stages {
-				j.StagesMs[digest.Stage(i).String()] = digest.Millis(v)
-			}
-			out = append(out, j)
-		}
-		return map[string]any{"since": srv.DigestsSince().UTC(), "digests": out}, nil
+		return map[string]any{"since": srv.DigestsSince().UTC(), "digests": digestsJSON(top)}, nil
 	})
 	h("DELETE /api/v1/digests", func(r *http.Request) (any, error) { return nil, by(r).ResetDigests() })
 	h("GET /api/v1/processlist", func(r *http.Request) (any, error) {
 		full, _ := strconv.ParseBool(r.URL.Query().Get("full"))
 		return srv.Processes("", full), nil
 	})
-	h("GET /api/v1/xa", func(r *http.Request) (any, error) { return srv.XABranches(r.Context()) })
+	h("GET /api/v1/xa", func(r *http.Request) (any, error) { return orEmpty(srv.XABranches(r.Context())) })
 	h("PUT /api/v1/xa/commit", func(r *http.Request) (any, error) { return resolveXA(by(r), r, true) })
 	h("PUT /api/v1/xa/rollback", func(r *http.Request) (any, error) { return resolveXA(by(r), r, false) })
 	h("GET /api/v1/shards/check", func(r *http.Request) (any, error) {
-		return srv.CheckShards(r.Context())
+		return orEmpty(srv.CheckShards(r.Context()))
 	})
 	h("PUT /api/v1/proxy/config/save", func(r *http.Request) (any, error) { return nil, by(r).SaveConfig() })
 	h("PUT /api/v1/proxy/config/reload", func(r *http.Request) (any, error) {
@@ -201,6 +194,21 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		}
 		return map[string]any{"result": "ok", "warnings": nonNil(warnings)}, nil
 	})
+	statusPage(mux, srv, h)
+}
+
+// digestsJSON converts digests for REST (never nil: an empty list is []).
+func digestsJSON(top []digest.Stats) []digestJSON {
+	out := make([]digestJSON, 0, len(top))
+	for _, d := range top {
+		j := digestJSON{Stats: d, TotalMs: digest.Millis(d.Total), AvgMs: digest.Millis(d.Avg), MinMs: digest.Millis(d.Min), MaxMs: digest.Millis(d.Max),
+			P50Ms: digest.Millis(d.P50), P99Ms: digest.Millis(d.P99), StagesMs: map[string]float64{}}
+		for i, v := range d.Stages {
+			j.StagesMs[digest.Stage(i).String()] = digest.Millis(v)
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // digestJSON is a digest as REST shows it: times in milliseconds.
@@ -219,6 +227,69 @@ type nodeArgs struct {
 	Opt  string `json:"opt"`
 	Node string `json:"node"`
 	Addr string `json:"addr"`
+}
+
+// kingshardNode is a backend as kingshard's GET /api/v1/nodes/status shows
+// it (its web/api.go DBStatus), keyshard's Backend fields besides.
+// keyshard keeps no time of the last check and does not count the
+// connections taken from and given back to a pool: laste_ping is "" and
+// push_conn_count and pop_conn_count are 0.
+type kingshardNode struct {
+	proxy.Backend
+	LastPing      string `json:"laste_ping"` // sic: kingshard's name
+	CacheConn     int64  `json:"cache_conn"` // open idle connections, kingshard's cached ones
+	PushConnCount int64  `json:"push_conn_count"`
+	PopConnCount  int64  `json:"pop_conn_count"`
+}
+
+func kingshardNodes(backends []proxy.Backend) []kingshardNode {
+	out := make([]kingshardNode, 0, len(backends))
+	for _, b := range backends {
+		out = append(out, kingshardNode{Backend: b, CacheConn: b.Idle})
+	}
+	return out
+}
+
+// kingshardRule is a row of kingshard's GET /api/v1/proxy/schema (its
+// web/api.go ShardConfig): a schema's default rule, then its shard rules.
+// The names are kingshard's, whose fields without a json tag kept their
+// Go names, and an empty list is null as there; keyshard's additions are
+// lower case and left out when empty.
+type kingshardRule struct {
+	User          string   `json:"user"`
+	DB            string   `json:"db"`
+	Table         string   `json:"Table"`
+	Key           string   `json:"Key"`
+	Nodes         []string `json:"Nodes"`
+	Locations     []int    `json:"Locations"`
+	Type          string   `json:"Type"`
+	TableRowLimit int      `json:"TableRowLimit"`
+	DateRange     []string `json:"DateRange"`
+
+	Default       string   `json:"default,omitempty"` // the default rule's node
+	ListValues    []string `json:"list_values,omitempty"`
+	AutoIncrement string   `json:"auto_increment,omitempty"`
+}
+
+func kingshardSchema(c *config.Config) []kingshardRule {
+	out := make([]kingshardRule, 0, 8)
+	for _, sc := range c.SchemaList {
+		out = append(out, kingshardRule{User: sc.User, Type: "default", Nodes: sc.Nodes, Default: sc.Default})
+		for _, r := range sc.ShardRule {
+			out = append(out, kingshardRule{User: sc.User, DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes,
+				Locations: r.Locations, Type: r.Type, TableRowLimit: r.TableRowLimit, DateRange: r.DateRange,
+				ListValues: r.ListValues, AutoIncrement: r.AutoIncrement})
+		}
+	}
+	return out
+}
+
+// orEmpty returns s, an empty list rather than null when there is none.
+func orEmpty[T any](s []T, err error) (any, error) {
+	if s == nil && err == nil {
+		s = []T{}
+	}
+	return s, err
 }
 
 func nonNil(s []string) []string {
@@ -276,6 +347,9 @@ func authorized(srv *proxy.Server, w http.ResponseWriter, r *http.Request) bool 
 // httpStatus maps an operator error to an HTTP status: a bad argument (a
 // MySQL argument or syntax error) is the client's fault.
 func httpStatus(err error) int {
+	if proxy.IsMissing(err) {
+		return http.StatusNotFound // as kingshard, for a blacklist entry
+	}
 	var me *mysql.MyError
 	if errors.As(err, &me) || proxy.IsArgError(err) {
 		if me == nil || me.Code == mysql.ER_WRONG_ARGUMENTS || me.Code == mysql.ER_PARSE_ERROR {

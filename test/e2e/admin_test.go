@@ -403,13 +403,62 @@ func TestREST(t *testing.T) {
 	if code := rest(t, p, "GET", "/api/v1/proxy/status", "", false, nil); code != 401 {
 		t.Fatalf("no auth: %d, want 401", code)
 	}
-	var st map[string]any
-	if code := rest(t, p, "GET", "/api/v1/proxy/status", "", true, &st); code != 200 || st["status"] != "online" {
-		t.Fatalf("proxy status: %d %v", code, st)
+	// kingshard answers the bare JSON string (LVS checks match it).
+	var st any
+	if code := rest(t, p, "GET", "/api/v1/proxy/status", "", true, &st); code != 200 || st != "online" {
+		t.Fatalf("proxy status: %d %#v, want the JSON string \"online\"", code, st)
 	}
 	var nodes []map[string]any
 	if code := rest(t, p, "GET", "/api/v1/nodes/status", "", true, &nodes); code != 200 || len(nodes) != 3 || nodes[0]["type"] != "master" {
 		t.Fatalf("nodes status: %d %v", code, nodes)
+	}
+	// kingshard's shapes (its web/api.go DBStatus and ShardConfig): numbers
+	// are JSON numbers, lists JSON lists, and every field of kingshard's is
+	// there under kingshard's name (laste_ping, sic; Table, Nodes...).
+	for _, n := range nodes {
+		for _, k := range []string{"node", "address", "type", "status", "laste_ping"} {
+			if _, ok := n[k].(string); !ok {
+				t.Errorf("nodes/status %s: %#v, want a string", k, n[k])
+			}
+		}
+		for _, k := range []string{"max_conn", "idle_conn", "cache_conn", "push_conn_count", "pop_conn_count"} {
+			if _, ok := n[k].(float64); !ok {
+				t.Errorf("nodes/status %s: %#v, want a number", k, n[k])
+			}
+		}
+	}
+	if nodes[0]["max_conn"] != float64(16) || nodes[0]["status"] != "up" {
+		t.Errorf("nodes/status node1 master: %v", nodes[0])
+	}
+	var rules []map[string]any
+	if code := rest(t, p, "GET", "/api/v1/proxy/schema", "", true, &rules); code != 200 || len(rules) == 0 {
+		t.Fatalf("proxy/schema: %d %v", code, rules)
+	}
+	for _, r := range rules {
+		for _, k := range []string{"user", "db", "Table", "Key", "Type"} {
+			if _, ok := r[k].(string); !ok {
+				t.Errorf("proxy/schema %s: %#v, want a string", k, r[k])
+			}
+		}
+		if _, ok := r["TableRowLimit"].(float64); !ok {
+			t.Errorf("proxy/schema TableRowLimit: %#v, want a number", r["TableRowLimit"])
+		}
+		for _, k := range []string{"Nodes", "Locations", "DateRange"} {
+			if v, ok := r[k]; !ok {
+				t.Errorf("proxy/schema: no %s in %v", k, r)
+			} else if _, list := v.([]any); v != nil && !list {
+				t.Errorf("proxy/schema %s: %#v, want a list or null", k, v)
+			}
+		}
+	}
+	if r := rules[0]; r["user"] != "ks" || r["Type"] != "default" || fmt.Sprint(r["Nodes"]) != "[node1 node2]" || r["Locations"] != nil {
+		t.Errorf("proxy/schema default rule of ks: %v", r)
+	}
+	var slow any
+	if rest(t, p, "GET", "/api/v1/proxy/slow_sql/time", "", true, &slow); slow == nil {
+		t.Errorf("slow_sql/time: null")
+	} else if _, ok := slow.(float64); !ok {
+		t.Errorf("slow_sql/time: %#v, want a number", slow)
 	}
 
 	// offline refuses new connections; online again.
@@ -418,6 +467,9 @@ func TestREST(t *testing.T) {
 		t.Fatalf("offline: %d %q", code, ok)
 	}
 	wantCode(t, "connect while offline", p.open(t, "ks:ks", "", "").Ping(), 3032, "offline")
+	if rest(t, p, "GET", "/api/v1/proxy/status", "", true, &st); st != "offline" {
+		t.Errorf("proxy status while offline: %#v", st)
+	}
 	rest(t, p, "PUT", "/api/v1/proxy/status", `{"opt":"online"}`, true, nil)
 	if err := p.open(t, "ks:ks", "", "").Ping(); err != nil {
 		t.Fatal(err)
@@ -445,9 +497,17 @@ func TestREST(t *testing.T) {
 	if fmt.Sprint(ips) != "[127.0.0.1 10.0.0.0/8]" {
 		t.Errorf("allow_ips: %v", ips)
 	}
+	// As kingshard, adding an entry already there (or deleting one that
+	// is not, below) is no error.
+	if code := rest(t, p, "POST", "/api/v1/proxy/allow_ips", `{"allow_ips":["10.0.0.0/8"]}`, true, &ok); code != 200 || ok != "ok" {
+		t.Errorf("adding an allow_ips entry again: %d %q", code, ok)
+	}
 	rest(t, p, "DELETE", "/api/v1/proxy/allow_ips", `{"allow_ips":["127.0.0.1"]}`, true, nil)
 	wantCode(t, "connect after deleting 127.0.0.1", p.open(t, "ks:ks", "", "").Ping(), 1130, "not allowed")
 	rest(t, p, "DELETE", "/api/v1/proxy/allow_ips", `{"allow_ips":["10.0.0.0/8"]}`, true, nil)
+	if code := rest(t, p, "DELETE", "/api/v1/proxy/allow_ips", `{"allow_ips":["10.0.0.0/8"]}`, true, &ok); code != 200 || ok != "ok" {
+		t.Errorf("deleting an allow_ips entry not there: %d %q", code, ok)
+	}
 
 	rest(t, p, "POST", "/api/v1/proxy/black_sqls", `{"sql":"select 12345"}`, true, nil)
 	_, err = ks.Exec("SELECT 999")
@@ -459,6 +519,10 @@ func TestREST(t *testing.T) {
 	}
 	rest(t, p, "DELETE", "/api/v1/proxy/black_sqls", `{"sql":"select 1"}`, true, nil)
 	mustExec(t, ks, "SELECT 999")
+	var notThere map[string]string
+	if code := rest(t, p, "DELETE", "/api/v1/proxy/black_sqls", `{"sql":"select 1"}`, true, &notThere); code != 404 || notThere["error"] == "" {
+		t.Errorf("deleting a blacklist entry not there: %d %v, want 404 as kingshard", code, notThere)
+	}
 
 	rest(t, p, "PUT", "/api/v1/proxy/slow_sql/time", `{"slow_time":"75"}`, true, nil)
 	var ms int
