@@ -92,6 +92,20 @@ func newMetrics(s *Server) *Metrics {
 			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.recovered.Load() }) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_xa_in_doubt", Help: "Prepared XA branches of keyshard's left after the last recovery (not decided yet, or unreachable)."},
 			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.inDoubt.Load() }) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_result_cache_hits_total", Help: "Statements answered from the result cache."},
+			func() float64 { return float64(s.rcache.hits.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_result_cache_misses_total", Help: "Cacheable statements not found in the result cache (or found stale)."},
+			func() float64 { return float64(s.rcache.misses.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_result_cache_stores_total", Help: "Answers stored in the result cache."},
+			func() float64 { return float64(s.rcache.stores.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_result_cache_evictions_total", Help: "Result cache entries dropped to stay within result_cache_mb."},
+			func() float64 { return float64(s.rcache.evictions.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_result_cache_invalidations_total", Help: "Writes through keyshard that made result cache entries of their tables stale."},
+			func() float64 { return float64(s.rcache.invalidations.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_result_cache_bytes", Help: "Memory the result cache holds (bounded by result_cache_mb)."},
+			func() float64 { _, b := s.rcache.stats(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_result_cache_entries", Help: "Answers held in the result cache."},
+			func() float64 { n, _ := s.rcache.stats(); return float64(n) }),
 		&poolCollector{s: s}, &planCacheCollector{s: s}, &digestCollector{s: s})
 	return m
 }

@@ -37,6 +37,7 @@ type Server struct {
 
 	metrics  *Metrics
 	history  history // per-second samples of the query metrics (status page)
+	rcache   *resultCache
 	digests  *digest.Digests
 	stageNs  stageTotals // of closed sessions; see stages
 	stagesMu sync.Mutex
@@ -101,6 +102,8 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	s.stmtRefs = backend.NewStmtRefs()
 	s.states.Store(uint8(defaultCollationID), s.baseState)
 	s.digests = digest.New(cfg.DigestSize)
+	s.rcache = newResultCache()
+	s.rcache.resize(cfg.ResultCacheMB)
 	s.metrics = newMetrics(s)
 	var err error
 	if s.sql, err = newSQLLog(cfg); err != nil {

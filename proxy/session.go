@@ -66,6 +66,7 @@ type Session struct {
 	rt      router.Routing // the current statement's routing (reused)
 	tr      trace          // the current statement's digest, stages, rows
 	dkey    []byte         // scratch for digest keys (router.DigestKey)
+	ckey    []byte         // scratch for result cache keys
 	stageNs stageTotals    // stage time of this session's statements
 	xbuf    []byte         // EXECUTE packets rebuilt for a backend
 
@@ -405,7 +406,7 @@ func (s *Session) useDB(db string) error {
 }
 
 // query handles COM_QUERY.
-func (s *Session) query(p []byte) error {
+func (s *Session) query(p []byte) (rerr error) {
 	sql := unsafe.String(unsafe.SliceData(p[1:]), len(p)-1) // valid until the next client read
 	info := router.Classify(sql)
 	if s.warnings != nil { // SHOW WARNINGS after an admin statement's
@@ -424,6 +425,15 @@ func (s *Session) query(p []byte) error {
 	}
 	if err := s.mayRun(sql, info); err != nil {
 		return s.fail(err)
+	}
+	if s.snap.cacheRules != nil {
+		if router.Writes(info) || info.Flags&router.FlagMulti != 0 {
+			defer s.cacheWrite(sql)
+		} else if handled, fill, err := s.fromCache(sql, info); handled || err != nil {
+			return err
+		} else if fill != nil {
+			defer func() { fill(rerr) }()
+		}
 	}
 	if s.lease.Tracking() && router.Writes(info) {
 		defer s.lease.MarkWrite()

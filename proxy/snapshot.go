@@ -34,7 +34,8 @@ type snapshot struct {
 	webAllow  *ipFilter // web_allow_ips, else allow
 	// rywWindow: after a write, a session's reads stay on the master this
 	// long (read_your_writes: master); 0 with read_your_writes off.
-	rywWindow time.Duration
+	rywWindow  time.Duration
+	cacheRules *cacheRules // the result cache's rules (nil: off)
 	// rev counts the configs applied since start (1: the first); applied
 	// is when this one was.
 	rev     int64
@@ -61,7 +62,8 @@ func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot) (*snapshot, []
 	if err != nil {
 		return nil, nil, err
 	}
-	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, webAllow: webAllow, nodes: map[string]*backend.Node{}}
+	snap := &snapshot{cfg: cfg, routes: routes, routeCfgs: routeCfgs, allow: allow, webAllow: webAllow, nodes: map[string]*backend.Node{},
+		cacheRules: newCacheRules(cfg)}
 	if cfg.ReadYourWrites == "master" {
 		snap.rywWindow = cfg.ReadYourWritesWindow.D()
 	}
@@ -315,6 +317,7 @@ func (s *Server) reloadLocked(cfg *config.Config, black *blacklist, force bool) 
 	s.black.Store(black)
 	s.sql.configure(cfg)
 	s.digests.SetSize(cfg.DigestSize)
+	s.rcache.resize(cfg.ResultCacheMB)
 	for _, n := range gone {
 		s.drain(n)
 	}

@@ -336,8 +336,13 @@ func (s *Session) forgetStmts() {
 func (s *Session) stmtExecute(st *prepared, p []byte) error {
 	s.traceStmt(st, false)
 	s.armTimeout(s.stmtTimeout(st.sql, router.Info{Kind: st.kind}))
-	if s.lease.Tracking() && router.Writes(router.Info{Kind: st.kind}) {
-		defer s.lease.MarkWrite()
+	if router.Writes(router.Info{Kind: st.kind}) {
+		if s.lease.Tracking() {
+			defer s.lease.MarkWrite()
+		}
+		if s.snap.cacheRules != nil {
+			defer s.cacheWrite(st.sql)
+		}
 	}
 	if err := s.closeCursor(st); err != nil {
 		return s.fail(err)

@@ -52,36 +52,51 @@ func timed(sql string, info router.Info) bool {
 	return false
 }
 
-// hintTimeout reads MySQL's optimizer hint SELECT /*+ MAX_EXECUTION_TIME(N) */
-// (N milliseconds; 0: no limit).
-func hintTimeout(sql string, info router.Info) (time.Duration, bool) {
+// selectHint returns the argument of optimizer hint name in SELECT
+// /*+ ... name(arg) ... */ (the hint comment right after SELECT, as MySQL
+// reads hints).
+func selectHint(sql string, info router.Info, name string) (string, bool) {
 	if info.Kind != router.KindSelect {
-		return 0, false
+		return "", false
 	}
 	rest, ok := cutPrefixFold(sql[info.Start:], "select")
 	if !ok {
-		return 0, false
+		return "", false
 	}
 	rest = strings.TrimLeft(rest, " \t\r\n")
 	if !strings.HasPrefix(rest, "/*+") {
-		return 0, false
+		return "", false
 	}
 	end := strings.Index(rest, "*/")
 	if end < 0 {
-		return 0, false
+		return "", false
 	}
-	hints := strings.ToLower(rest[3:end])
-	i := strings.Index(hints, "max_execution_time")
-	if i < 0 {
-		return 0, false
+	hints := rest[3:end]
+	i := strings.Index(strings.ToLower(hints), name)
+	if i < 0 || i > 0 && isIdentByte(hints[i-1]) {
+		return "", false
 	}
-	arg := strings.TrimLeft(hints[i+len("max_execution_time"):], " \t\r\n")
+	arg := strings.TrimLeft(hints[i+len(name):], " \t\r\n")
 	if !strings.HasPrefix(arg, "(") {
-		return 0, false
+		return "", false
 	}
 	arg, _, ok = strings.Cut(arg[1:], ")")
-	ms, err := strconv.ParseUint(strings.TrimSpace(arg), 10, 32)
-	if !ok || err != nil {
+	return strings.TrimSpace(arg), ok
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// hintTimeout reads MySQL's optimizer hint SELECT /*+ MAX_EXECUTION_TIME(N) */
+// (N milliseconds; 0: no limit).
+func hintTimeout(sql string, info router.Info) (time.Duration, bool) {
+	arg, ok := selectHint(sql, info, "max_execution_time")
+	if !ok {
+		return 0, false
+	}
+	ms, err := strconv.ParseUint(arg, 10, 32)
+	if err != nil {
 		return 0, false
 	}
 	return time.Duration(ms) * time.Millisecond, true

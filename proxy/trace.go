@@ -30,6 +30,7 @@ type trace struct {
 	entry   *digest.Entry
 	key     string // the digest key (may alias Session.dkey)
 	fetch   bool   // a cursor fetch: adds to its statement's digest, not as a call
+	cached  bool   // answered from the result cache
 	sql     string // a prepared statement's text ("" for COM_QUERY)
 
 	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
@@ -63,7 +64,7 @@ func (t *trace) begin(start time.Time, written uint64) {
 	}
 	t.deadline = time.Time{}
 	t.timedOut.Store(false)
-	t.entry, t.key, t.fetch, t.sql = nil, "", false, ""
+	t.entry, t.key, t.fetch, t.sql, t.cached = nil, "", false, "", false
 }
 
 // mark ends stage st now.
@@ -263,7 +264,7 @@ func (s *Session) endStmt(cmd byte, p []byte, d time.Duration, err error) {
 		return
 	}
 	sm := digest.Sample{Start: tr.start, Total: d, Stages: tr.stages, Rows: tr.rows, Affected: tr.changed,
-		Bytes: s.pkt.Written - tr.written, Err: err != nil && err != errQuit}
+		Bytes: s.pkt.Written - tr.written, Err: err != nil && err != errQuit, Cached: tr.cached}
 	switch {
 	case tr.entry == nil:
 	case tr.fetch:

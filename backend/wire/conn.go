@@ -40,6 +40,46 @@ type Conn struct {
 	big    []byte      // scratch for packets that do not fit the reader's buffer
 	comp   *compressor // nil unless the compressed protocol is on
 	header [4]byte
+
+	// A capture keeps a copy of the packets written (headers included,
+	// before compression) up to captureMax bytes; past it, it is dropped.
+	capture    []byte
+	capturing  bool
+	captureMax int
+}
+
+// StartCapture starts keeping a copy of what is written, up to max bytes.
+func (c *Conn) StartCapture(max int) {
+	c.capture, c.capturing, c.captureMax = c.capture[:0], true, max
+}
+
+// StopCapture ends the capture: the packets written since StartCapture
+// (valid until the next StartCapture), or ok false if they grew past its
+// max.
+func (c *Conn) StopCapture() (packets []byte, ok bool) {
+	ok, c.capturing = c.capturing, false
+	packets = c.capture
+	if cap(c.capture) > keepBig {
+		c.capture = nil
+	}
+	return packets, ok
+}
+
+// keep adds b to the capture.
+func (c *Conn) keep(b []byte) {
+	if len(c.capture)+len(b) > c.captureMax {
+		c.capturing, c.capture = false, c.capture[:0]
+		return
+	}
+	c.capture = append(c.capture, b...)
+}
+
+// WriteCaptured writes packets a capture kept (an earlier answer, sent
+// again as it was: its sequence ids included).
+func (c *Conn) WriteCaptured(packets []byte) error {
+	c.Written += uint64(len(packets))
+	_, err := c.bw.Write(packets)
+	return err
 }
 
 // NewConn wraps nc with a reader and a writer of the given buffer sizes.
@@ -213,6 +253,9 @@ func (c *Conn) RelayRows(dst *Conn) (rows uint64, err error) {
 		return 0, nil
 	}
 	dst.Written += uint64(off)
+	if dst.capturing {
+		dst.keep(buf[:off])
+	}
 	_, err = dst.bw.Write(buf[:off])
 	_, _ = c.br.Discard(off)
 	return rows, err
@@ -271,6 +314,9 @@ func (c *Conn) WritePacket(payload []byte) error {
 		if err := c.writeHeader(n); err != nil {
 			return err
 		}
+		if c.capturing {
+			c.keep(payload[:n])
+		}
 		if _, err := c.bw.Write(payload[:n]); err != nil {
 			return err
 		}
@@ -287,6 +333,9 @@ func (c *Conn) WriteRaw(payload []byte) error {
 	if err := c.writeHeader(len(payload)); err != nil {
 		return err
 	}
+	if c.capturing {
+		c.keep(payload)
+	}
 	_, err := c.bw.Write(payload)
 	return err
 }
@@ -298,6 +347,9 @@ func (c *Conn) writeHeader(n int) error {
 	c.header[3] = c.Seq
 	c.Seq++
 	c.Written += uint64(n) + 4
+	if c.capturing {
+		c.keep(c.header[:])
+	}
 	_, err := c.bw.Write(c.header[:])
 	return err
 }

@@ -542,7 +542,7 @@ func showDigests(srv *proxy.Server, v string) (*proxy.AdminResult, error) {
 	}
 	rows := make([][]string, 0, len(top))
 	for _, d := range top {
-		row := []string{d.ID, d.Schema, d.Text, u64(d.Count), u64(d.Errors), u64(d.Rows), u64(d.Affected), u64(d.Bytes),
+		row := []string{d.ID, d.Schema, d.Text, u64(d.Count), u64(d.Errors), u64(d.Cached), u64(d.Rows), u64(d.Affected), u64(d.Bytes),
 			msStr(d.Total), msStr(d.Avg), msStr(d.Min), msStr(d.Max), msStr(d.P50), msStr(d.P99)}
 		for _, st := range d.Stages {
 			row = append(row, msStr(st))
@@ -553,7 +553,7 @@ func showDigests(srv *proxy.Server, v string) (*proxy.AdminResult, error) {
 }
 
 var digestCols = func() []string {
-	cols := []string{"Digest", "Schema", "Text", "Calls", "Errors", "RowsSent", "RowsAffected", "BytesSent",
+	cols := []string{"Digest", "Schema", "Text", "Calls", "Errors", "CacheHits", "RowsSent", "RowsAffected", "BytesSent",
 		"TotalMs", "AvgMs", "MinMs", "MaxMs", "P50Ms", "P99Ms"}
 	for i := range digest.NumStages {
 		cols = append(cols, stageCol(i))

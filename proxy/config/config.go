@@ -93,6 +93,11 @@ type Config struct {
 	LogCompress          *bool    `yaml:"log_compress"`          // default true
 	DigestSize           int      `yaml:"digest_size"`           // statement digests kept; omitted = 1000; 0 = off
 	DigestMetricsTop     int      `yaml:"digest_metrics_top"`    // digests on /metrics (top by total time); omitted = 20; 0 = none
+	// The result cache: memory for cached results (0 = off), the largest
+	// result cached, and which statements are cached for how long.
+	ResultCacheMB      int               `yaml:"result_cache_mb"`
+	ResultCacheEntryKB int               `yaml:"result_cache_entry_kb"` // omitted = 256
+	ResultCacheRules   []ResultCacheRule `yaml:"result_cache_rules"`
 
 	src string // Source given to Parse, for Validate's messages
 	pos `yaml:"-"`
@@ -126,6 +131,17 @@ type UserConfig struct {
 	// MaxExecutionTime is this user's statement time limit in
 	// milliseconds (0: the schema's, if any); see SchemaConfig.
 	MaxExecutionTime int `yaml:"max_execution_time"`
+
+	pos `yaml:"-"`
+}
+
+// ResultCacheRule caches the results of the read-only statements of a
+// digest (its id, as SHOW DIGESTS gives it) or of those that read a table
+// (db.table), for TTL.
+type ResultCacheRule struct {
+	Digest string   `yaml:"digest"`
+	Table  string   `yaml:"table"`
+	TTL    Duration `yaml:"ttl"`
 
 	pos `yaml:"-"`
 }

@@ -268,7 +268,7 @@ func TestDefaults(t *testing.T) {
 		{"log_sql", c.LogSQL, "off"},
 		{"proxy_charset", c.ProxyCharset, "utf8mb4"},
 		{"max_connections", c.MaxConnections, 4096},
-		{"max_unauthenticated_per_host", c.MaxUnauthPerHost, 32},
+		{"max_unauthenticated_per_host", c.MaxUnauthPerHost, 256},
 		{"tcp_nodelay", *c.TCPNoDelay, true},
 		{"backend_tcp_nodelay", *c.BackendTCPNoDelay, true},
 		{"client_write_buffer", c.ClientWriteBuffer, 16384},

@@ -28,23 +28,25 @@ const (
 	defaultLogMaxSizeMB  = 100
 	defaultLogMaxBackups = 5
 	defaultDigestSize    = 1000
-	defaultDigestTop     = 20
-	defaultLogMaxAgeDays = 7
-	defaultMaxConnsLimit = 16
-	defaultStmtCache     = 64
-	defaultMaxMergeRows  = 100000
-	defaultHealthCheck   = time.Second
-	defaultRYWWindow     = time.Second
-	defaultReadYourWrite = "master"
-	defaultXALogDB       = "keyshard"
-	defaultSequenceCache = 1000
+	// defaultResultCacheEntryKB: a result bigger than this is never cached.
+	defaultResultCacheEntryKB = 256
+	defaultDigestTop          = 20
+	defaultLogMaxAgeDays      = 7
+	defaultMaxConnsLimit      = 16
+	defaultStmtCache          = 64
+	defaultMaxMergeRows       = 100000
+	defaultHealthCheck        = time.Second
+	defaultRYWWindow          = time.Second
+	defaultReadYourWrite      = "master"
+	defaultXALogDB            = "keyshard"
+	defaultSequenceCache      = 1000
 	// A backend silent this long while a statement waits is checked for
 	// life.
 	defaultBackendSilence = 5 * time.Second
 	// Pre-login bounds: a default max_connections, and a cap on one
 	// address's connections still logging in.
 	defaultMaxConnections   = 4096
-	defaultMaxUnauthPerHost = 32
+	defaultMaxUnauthPerHost = 256
 	defaultXARecover        = 30 * time.Second
 	defaultXATimeout        = 60 * time.Second
 
@@ -141,6 +143,7 @@ func (c *Config) ApplyDefaults() {
 	boolean(&c.LogCompress, true)
 	omitted(&c.DigestSize, "digest_size", defaultDigestSize)
 	omitted(&c.DigestMetricsTop, "digest_metrics_top", defaultDigestTop)
+	omitted(&c.ResultCacheEntryKB, "result_cache_entry_kb", defaultResultCacheEntryKB)
 	for i := range c.Nodes {
 		num(&c.Nodes[i].MaxConnsLimit, defaultMaxConnsLimit)
 	}
@@ -163,7 +166,28 @@ func (c *Config) Validate() error {
 	return p.err()
 }
 
+// validateCacheRules checks result_cache_rules: each a digest id or a
+// db.table, with a TTL.
+func (c *Config) validateCacheRules(p *problems) {
+	for i := range c.ResultCacheRules {
+		r := &c.ResultCacheRules[i]
+		rp := r.pathOr(fmt.Sprintf("result_cache_rules[%d]", i))
+		switch {
+		case (r.Digest == "") == (r.Table == ""):
+			p.add(r.lineOf("digest"), rp, "want one of digest (a digest id, as SHOW DIGESTS shows it) or table (db.table)")
+		case r.Digest != "" && (len(r.Digest) != 16 || strings.Trim(strings.ToLower(r.Digest), "0123456789abcdef") != ""):
+			p.add(r.lineOf("digest"), join(rp, "digest"), "want a digest id of 16 hex digits, as SHOW DIGESTS shows it, got %q", r.Digest)
+		case r.Table != "" && strings.Count(r.Table, ".") != 1:
+			p.add(r.lineOf("table"), join(rp, "table"), "want db.table, got %q", r.Table)
+		}
+		if r.TTL <= 0 {
+			p.add(r.lineOf("ttl"), join(rp, "ttl"), "want how long a result is kept (e.g. 1s), more than 0")
+		}
+	}
+}
+
 func (c *Config) validateTop(p *problems) {
+	c.validateCacheRules(p)
 	at := func(key string) int { return c.lineOf(key) }
 	for _, a := range []struct{ key, val string }{
 		{"addr", c.Addr}, {"web_addr", c.WebAddr}, {"prometheus_addr", c.PrometheusAddr},
@@ -200,6 +224,7 @@ func (c *Config) validateTop(p *problems) {
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
 		{"stmt_cache_size", c.StmtCacheSize}, {"max_merge_rows", c.MaxMergeRows}, {"max_replication_lag", c.MaxReplicationLag},
 		{"digest_size", c.DigestSize}, {"digest_metrics_top", c.DigestMetricsTop},
+		{"result_cache_mb", c.ResultCacheMB}, {"result_cache_entry_kb", c.ResultCacheEntryKB},
 	} {
 		if n.val < 0 {
 			p.add(at(n.key), n.key, "must not be negative, got %d", n.val)

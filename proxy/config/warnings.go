@@ -48,4 +48,7 @@ func (d *decoder) lint(cfg *Config) {
 				"user %q is not in user_list; this schema is unused", s.User)
 		}
 	}
+	if len(cfg.ResultCacheRules) > 0 && cfg.ResultCacheMB == 0 {
+		d.warn(cfg.lineOf("result_cache_rules"), "result_cache_rules", "the result cache is off (result_cache_mb is 0): the rules do nothing")
+	}
 }

@@ -82,6 +82,7 @@ type Sample struct {
 	Rows, Affected uint64 // rows sent to the client; rows changed
 	Bytes          uint64 // bytes sent to the client
 	Err            bool
+	Cached         bool // answered from the result cache
 }
 
 // Entry is one digest's counters.
@@ -91,7 +92,7 @@ type Entry struct {
 	Text  string // the shape
 	other bool
 
-	count, errors         atomic.Uint64
+	count, errors, cached atomic.Uint64
 	rows, affected, bytes atomic.Uint64
 	total, minNs, maxNs   atomic.Int64
 	first, last           atomic.Int64 // unix ns
@@ -105,6 +106,9 @@ func (e *Entry) Record(s *Sample) {
 	e.count.Add(1)
 	if s.Err {
 		e.errors.Add(1)
+	}
+	if s.Cached {
+		e.cached.Add(1)
 	}
 	e.add(s)
 	for cur := e.minNs.Load(); (cur == 0 || ns < cur) && !e.minNs.CompareAndSwap(cur, max(ns, 1)); cur = e.minNs.Load() {
@@ -155,6 +159,7 @@ type Stats struct {
 	Text     string `json:"text"`
 	Count    uint64 `json:"count"`
 	Errors   uint64 `json:"errors"`
+	Cached   uint64 `json:"cache_hits"` // calls answered from the result cache
 	Rows     uint64 `json:"rows_sent"`
 	Affected uint64 `json:"rows_affected"`
 	Bytes    uint64 `json:"bytes_sent"`
@@ -171,7 +176,7 @@ type Stats struct {
 func (e *Entry) Stats() Stats {
 	st := Stats{
 		ID: FormatID(e.ID), Schema: e.DB, Text: e.Text,
-		Count: e.count.Load(), Errors: e.errors.Load(), Rows: e.rows.Load(), Affected: e.affected.Load(), Bytes: e.bytes.Load(),
+		Count: e.count.Load(), Errors: e.errors.Load(), Cached: e.cached.Load(), Rows: e.rows.Load(), Affected: e.affected.Load(), Bytes: e.bytes.Load(),
 		Total: time.Duration(e.total.Load()), Min: time.Duration(e.minNs.Load()), Max: time.Duration(e.maxNs.Load()),
 		FirstSeen: time.Unix(0, e.first.Load()), LastSeen: time.Unix(0, e.last.Load()),
 	}

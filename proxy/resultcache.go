@@ -1,0 +1,342 @@
+package proxy
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/router"
+)
+
+// The result cache keeps the answers of hot read-only statements for a
+// few seconds (result_cache_rules, or a /*+ cache(ttl) */ hint): the
+// packets a client was sent, kept as they were and sent again to the next
+// client that asks the same (same text, user, database, session state and
+// protocol options). Never inside a transaction or on a pinned connection;
+// a write through this instance to a table makes its entries stale.
+// Bounded by result_cache_mb (least recently used out first, with a
+// second chance for entries hit since the last sweep) and
+// result_cache_entry_kb per answer.
+
+// resultCache is the server's cache; its size and rules come from the
+// running config (cacheRules).
+type resultCache struct {
+	mu      sync.RWMutex
+	entries map[string]*cacheEntry
+	head    cacheEntry // the list of entries, most recently stored first
+	bytes   int64
+	max     int64
+	// Table generations: a write to a table bumps its own; a write whose
+	// tables are unknown bumps global. An entry is valid while those it
+	// was filled under are unchanged.
+	gens   map[string]uint64
+	global uint64
+
+	hits, misses, stores, evictions, invalidations atomic.Int64
+}
+
+type cacheEntry struct {
+	key        string
+	packets    []byte
+	rows       uint64
+	expires    int64 // unix nanos
+	ttl        time.Duration
+	refreshing atomic.Bool // expired, and a session runs the statement again
+	tables     []string
+	gens       []uint64
+	global     uint64
+	used       atomic.Bool // hit since the last sweep (second chance)
+	prev, next *cacheEntry
+}
+
+func newResultCache() *resultCache {
+	c := &resultCache{entries: map[string]*cacheEntry{}, gens: map[string]uint64{}}
+	c.head.prev, c.head.next = &c.head, &c.head
+	return c
+}
+
+// cacheRules are a config's cache settings, compiled.
+type cacheRules struct {
+	maxEntry int
+	digests  map[string]time.Duration // digest id (hex) -> TTL
+	tables   map[string]time.Duration // db.table (lower case) -> TTL
+	names    []string                 // the tables' names without db, for a quick look at a statement's text
+}
+
+// newCacheRules compiles cfg's cache settings; nil when the cache is off.
+func newCacheRules(cfg *config.Config) *cacheRules {
+	if cfg.ResultCacheMB <= 0 {
+		return nil
+	}
+	r := &cacheRules{maxEntry: cfg.ResultCacheEntryKB << 10, digests: map[string]time.Duration{}, tables: map[string]time.Duration{}}
+	for _, rule := range cfg.ResultCacheRules {
+		if rule.Digest != "" {
+			r.digests[strings.ToLower(rule.Digest)] = rule.TTL.D()
+		} else {
+			t := strings.ToLower(rule.Table)
+			r.tables[t] = rule.TTL.D()
+			_, name, _ := strings.Cut(t, ".")
+			r.names = append(r.names, name)
+		}
+	}
+	return r
+}
+
+// resize sets the memory bound, dropping entries to fit.
+func (c *resultCache) resize(mb int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.max = int64(mb) << 20
+	c.evictLocked(0)
+}
+
+// get returns the packets stored under key if they are still valid.
+func (c *resultCache) get(key []byte, now time.Time) (*cacheEntry, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e := c.entries[string(key)]
+	if e == nil || e.global != c.global {
+		c.misses.Add(1)
+		return nil, false
+	}
+	for i, t := range e.tables {
+		if c.gens[t] != e.gens[i] {
+			c.misses.Add(1)
+			return nil, false
+		}
+	}
+	if ns := now.UnixNano(); ns >= e.expires {
+		// Expired: the first to see it runs the statement again; the
+		// others are answered from it meanwhile (for at most another
+		// TTL), so the backend sees one statement, not one per client.
+		if ns >= e.expires+int64(e.ttl) || e.refreshing.CompareAndSwap(false, true) {
+			c.misses.Add(1)
+			return nil, false
+		}
+	}
+	e.used.Store(true)
+	c.hits.Add(1)
+	return e, true
+}
+
+// generations returns the current generations of tables, to fill an entry
+// under.
+func (c *resultCache) generations(tables []string) ([]uint64, uint64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	gens := make([]uint64, len(tables))
+	for i, t := range tables {
+		gens[i] = c.gens[t]
+	}
+	return gens, c.global
+}
+
+// put stores a copy of packets under key for ttl, valid while tables keep
+// the generations gens (and global) read before the statement ran.
+func (c *resultCache) put(key string, packets []byte, rows uint64, ttl time.Duration, tables []string, gens []uint64, global uint64) {
+	e := &cacheEntry{key: key, packets: append([]byte(nil), packets...), rows: rows, expires: time.Now().Add(ttl).UnixNano(), ttl: ttl,
+		tables: tables, gens: gens, global: global}
+	size := e.size()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if size > c.max {
+		return
+	}
+	if old := c.entries[key]; old != nil {
+		c.removeLocked(old)
+	}
+	c.evictLocked(size)
+	c.entries[key] = e
+	e.next, e.prev = c.head.next, &c.head
+	e.next.prev, c.head.next = e, e
+	c.bytes += size
+	c.stores.Add(1)
+}
+
+// size is what an entry counts against result_cache_mb.
+func (e *cacheEntry) size() int64 {
+	n := len(e.key) + len(e.packets) + 8*len(e.gens) + 128
+	for _, t := range e.tables {
+		n += len(t) + 16
+	}
+	return int64(n)
+}
+
+// evictLocked drops entries, oldest first (those hit since the last sweep
+// get a second chance), until need more bytes fit.
+func (c *resultCache) evictLocked(need int64) {
+	for c.bytes+need > c.max && c.head.prev != &c.head {
+		e := c.head.prev
+		if e.used.Swap(false) {
+			// Hit lately: to the front, once per sweep (the flag is
+			// cleared, so the loop ends).
+			e.prev.next, e.next.prev = e.next, e.prev
+			e.next, e.prev = c.head.next, &c.head
+			e.next.prev, c.head.next = e, e
+			continue
+		}
+		c.removeLocked(e)
+		c.evictions.Add(1)
+	}
+}
+
+func (c *resultCache) removeLocked(e *cacheEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	delete(c.entries, e.key)
+	c.bytes -= e.size()
+}
+
+// invalidate makes the entries that read tables stale (all of them when
+// tables are unknown, nil).
+func (c *resultCache) invalidate(tables []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.invalidations.Add(1)
+	if tables == nil {
+		c.global++
+		return
+	}
+	for _, t := range tables {
+		c.gens[t]++
+	}
+}
+
+// stats are the cache's counters for the metrics.
+func (c *resultCache) stats() (entries int, bytes int64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.entries), c.bytes
+}
+
+// Session side.
+
+// cacheTTL is how long statement sql's answer may be cached, and whether
+// to look: its hint's TTL, its digest's rule, or (maybe: confirmed by
+// cacheTables before filling) a rule of a table whose name it holds.
+func (s *Session) cacheTTL(r *cacheRules, sql string, info router.Info) (ttl time.Duration, byTable bool) {
+	if arg, ok := selectHint(sql, info, "cache"); ok {
+		if d, err := time.ParseDuration(arg); err == nil && d > 0 {
+			return d, false
+		}
+		return 0, false
+	}
+	if len(r.digests) > 0 {
+		if d, ok := r.digests[digest.FormatID(s.digestID(sql))]; ok {
+			return d, false
+		}
+	}
+	if len(r.tables) > 0 {
+		lower := strings.ToLower(sql)
+		for _, name := range r.names {
+			if strings.Contains(lower, name) {
+				return time.Nanosecond, true // decided by cacheTables
+			}
+		}
+	}
+	return 0, false
+}
+
+// cacheable reports whether statement sql may be answered from the cache
+// or fill it: a plain SELECT (no variables, session functions, locks or
+// FOUND_ROWS), outside a transaction, on no pinned connection (temporary
+// tables), without compression.
+func (s *Session) cacheable(info router.Info) bool {
+	const not = router.FlagMulti | router.FlagUserVar | router.FlagSessionFunc | router.FlagGetLock |
+		router.FlagCalcFoundRows | router.FlagSysVar | router.FlagMasterOnly | router.FlagTemporary
+	return info.Kind == router.KindSelect && info.Flags&not == 0 && !s.lease.Holding() && s.lease.Pinned() == nil &&
+		s.pkt.Compression() == wire.CompressNone
+}
+
+// cacheKey is the key of sql's answer for this session: who asks, where,
+// with what session state and protocol options, and the exact text.
+func (s *Session) cacheKey(sql string) []byte {
+	k := append(s.ckey[:0], s.user...)
+	k = append(k, 0)
+	k = append(k, s.vars.DB...)
+	k = append(k, 0)
+	k = append(k, s.vars.State.Key()...)
+	k = append(k, 0, byte(s.caps), byte(s.caps>>8), byte(s.caps>>16), byte(s.caps>>24),
+		byte(s.greetExt), byte(s.greetExt>>8), byte(s.greetExt>>16), byte(s.greetExt>>24))
+	k = append(k, sql...)
+	s.ckey = k
+	return k
+}
+
+// fromCache answers sql from the cache if it can: handled is true when
+// it did. Otherwise, when sql's answer may be cached, fill is what to
+// call once it ran (nil: nothing to keep).
+func (s *Session) fromCache(sql string, info router.Info) (handled bool, fill func(error), err error) {
+	r := s.snap.cacheRules
+	if r == nil || !s.cacheable(info) {
+		return false, nil, nil
+	}
+	ttl, byTable := s.cacheTTL(r, sql, info)
+	if ttl <= 0 {
+		return false, nil, nil
+	}
+	rc := s.srv.rcache
+	key := s.cacheKey(sql)
+	if e, ok := rc.get(key, time.Now()); ok {
+		s.tr.Sent(e.rows, 0)
+		s.tr.cached = true
+		return true, nil, s.pkt.WriteCaptured(e.packets)
+	}
+	tables, ok := s.getParser().Tables(sql, s.vars.DB)
+	if !ok {
+		return false, nil, nil
+	}
+	if byTable {
+		ttl = 0
+		for _, t := range tables {
+			if d, ok := r.tables[t]; ok && (ttl == 0 || d < ttl) {
+				ttl = d
+			}
+		}
+		if ttl == 0 {
+			return false, nil, nil
+		}
+	}
+	gens, global := rc.generations(tables)
+	skey := string(key)
+	rows := s.tr.rows
+	s.pkt.StartCapture(r.maxEntry)
+	return false, func(err error) {
+		packets, ok := s.pkt.StopCapture()
+		if ok && err == nil && !hasErrPacket(packets) {
+			rc.put(skey, packets, s.tr.rows-rows, ttl, tables, gens, global)
+		}
+	}, nil
+}
+
+// hasErrPacket reports whether packets (as a capture keeps them) hold an
+// ERR packet: a row never starts with 0xff.
+func hasErrPacket(packets []byte) bool {
+	for len(packets) >= 5 {
+		n := int(packets[0]) | int(packets[1])<<8 | int(packets[2])<<16
+		if packets[4] == wire.ErrHeader {
+			return true
+		}
+		if 4+n > len(packets) {
+			return true // cut: not a whole answer
+		}
+		packets = packets[4+n:]
+	}
+	return len(packets) != 0
+}
+
+// cacheWrite makes the cache entries that read the tables statement sql
+// writes stale (every entry when they are unknown).
+func (s *Session) cacheWrite(sql string) {
+	if s.snap.cacheRules == nil {
+		return
+	}
+	tables, ok := s.getParser().Tables(sql, s.vars.DB)
+	if !ok || len(tables) == 0 {
+		tables = nil
+	}
+	s.srv.rcache.invalidate(tables)
+}
