@@ -14,6 +14,8 @@
 set -euo pipefail
 CALLER_DIR=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROOT=$PWD
 export LC_ALL=C
 
@@ -154,25 +156,6 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# fcalc evaluates an awk expression (floating point).
-fcalc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
-
-# cpu_ticks prints utime+stime of PID in clock ticks (as in bench/run.sh).
-cpu_ticks() {
-	local stat
-	stat=$(<"/proc/$1/stat")
-	stat=${stat##*) }
-	# After "pid (comm) ", field 1 is state; utime and stime are 12 and 13.
-	awk '{ print $12 + $13 }' <<<"$stat"
-}
-
-vm_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
-
-mysql_at() {
-	local port=$1
-	shift
-	mariadb -h127.0.0.1 -P"$port" -uks -pks "$@"
-}
 
 ks_alive() {
 	local arm=$1
@@ -401,9 +384,6 @@ mean() {
 num() { if [[ $1 == - ]]; then echo -; else printf %.0f "$1"; fi; }
 # per_s N: N over all the timed runs of the cache arm, per second.
 per_s() { if [[ $1 == - ]]; then echo -; else awk -v n="$1" -v t="$TIME" -v r="${SUM[cache/n]:-0}" 'BEGIN { printf "%.1f", (r > 0) ? n / (t * r) : 0 }'; fi; }
-ratio() {
-	if [[ $1 == - || $2 == - ]]; then echo "-"; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; fi
-}
 
 HITS=${SUM[cache/hits]:-}
 MISSES=${SUM[cache/misses]:-}

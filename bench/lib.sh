@@ -1,4 +1,5 @@
-# bench/lib.sh: shared by bench/loaddata.sh and bench/xa.sh (sourced).
+# bench/lib.sh: shared by the bench scripts (sourced): run.sh, hotkey.sh,
+# loaddata.sh, xa.sh, frozen.sh, hostile.sh.
 
 # bench_users_node1 ADDR: a keyshard config's start on ADDR: user ks, and
 # node1 on the bench backend 127.0.0.1:23400 (nodes: continues).
@@ -63,4 +64,31 @@ start_keyshard() {
 	for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$4") 2>/dev/null && return 0; sleep 0.2; done
 	echo "keyshard not listening on :$4 after 10s" >&2
 	return 1
+}
+
+# fcalc evaluates an awk expression (floating point).
+fcalc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
+
+# cpu_ticks prints utime+stime of PID in clock ticks.
+cpu_ticks() {
+	local stat
+	stat=$(<"/proc/$1/stat")
+	stat=${stat##*) }
+	# After "pid (comm) ", field 1 is state; utime and stime are 12 and 13.
+	awk '{ print $12 + $13 }' <<<"$stat"
+}
+
+# vm_kib PID KEY: a /proc/PID/status value in KiB (VmRSS, VmHWM, ...).
+vm_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+
+# mysql_at PORT ARGS...: the mariadb client as ks on 127.0.0.1:PORT.
+mysql_at() {
+	local port=$1
+	shift
+	mariadb -h127.0.0.1 -P"$port" -uks -pks "$@"
+}
+
+# ratio A B: A/B with two decimals ("-" if either is "-").
+ratio() {
+	if [[ $1 == - || $2 == - ]]; then echo "-"; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; fi
 }

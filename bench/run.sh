@@ -15,6 +15,8 @@
 set -euo pipefail
 CALLER_DIR=$PWD
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 ROOT=$PWD
 export LC_ALL=C
 
@@ -163,32 +165,12 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# fcalc evaluates an awk expression (floating point).
-fcalc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
-
-# cpu_ticks prints utime+stime of PID in clock ticks.
-cpu_ticks() {
-	local stat
-	stat=$(<"/proc/$1/stat")
-	stat=${stat##*) }
-	# After "pid (comm) ", field 1 is state; utime and stime are 12 and 13.
-	awk '{ print $12 + $13 }' <<<"$stat"
-}
-
-vm_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
-
 ks_alive() {
 	[[ $SELF_TEST == 1 ]] && return 0
 	kill -0 "$KS_PID" 2>/dev/null && return 0
 	log "keyshard (pid $KS_PID) died; last log lines:"
 	tail -n 30 "$WORK/keyshard.log" >&2 || true
 	die "keyshard is gone"
-}
-
-mysql_at() {
-	local port=$1
-	shift
-	mariadb -h127.0.0.1 -P"$port" -uks -pks "$@"
 }
 
 # ---------------------------------------------------------------- setup
@@ -562,9 +544,6 @@ mean() {
 	else
 		awk -v s="${SUM[$1]}" -v n="$n" -v f="$3" 'BEGIN { printf f, s / n }'
 	fi
-}
-ratio() {
-	if [[ $1 == - || $2 == - ]]; then echo "-"; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; fi
 }
 
 ver=$(git describe --always --dirty 2>/dev/null || echo dev)
