@@ -281,6 +281,12 @@ func (p *Pool) BaseState() *State { return p.baseState }
 // WaitTimeout (or ctx) for a free slot. An idle connection of another
 // flavor is closed to make room when the pool is at its bound.
 func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
+	return p.GetBy(ctx, time.Time{}, f)
+}
+
+// GetBy is Get for a statement with a time limit: a wait for a free
+// connection gives up at deadline (zero: only at pool_wait_timeout).
+func (p *Pool) GetBy(ctx context.Context, deadline time.Time, f Flavor) (*Conn, error) {
 	if p.closed.Load() {
 		return nil, &Error{Kind: KindClosed, Node: p.node, Addr: p.addr, Role: p.opts.Role, Msg: "pool is closed"}
 	}
@@ -290,7 +296,7 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 	select {
 	case p.sem <- struct{}{}:
 	default:
-		if err := p.wait(ctx); err != nil {
+		if err := p.wait(ctx, deadline); err != nil {
 			return nil, err
 		}
 	}
@@ -364,10 +370,14 @@ func (p *Pool) Get(ctx context.Context, f Flavor) (*Conn, error) {
 	return c, nil
 }
 
-func (p *Pool) wait(ctx context.Context) error {
+func (p *Pool) wait(ctx context.Context, deadline time.Time) error {
 	p.waits.Add(1)
 	start := time.Now()
-	t := time.NewTimer(p.opts.WaitTimeout)
+	d := p.opts.WaitTimeout
+	if !deadline.IsZero() && deadline.Sub(start) < d {
+		d = max(deadline.Sub(start), 0)
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case p.sem <- struct{}{}:

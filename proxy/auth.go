@@ -123,7 +123,7 @@ func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 // writeInitialHandshake sends Protocol::HandshakeV10.
 func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
 	id := s.srv.identity(s.snap)
-	s.greetExt = id.ext
+	s.greetExt, s.greetMariaDB = id.ext, id.mariaDB
 	caps := greetingCaps(id, s.srv.tlsConf != nil)
 	b := make([]byte, 0, 128)
 	b = append(b, 10)

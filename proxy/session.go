@@ -44,17 +44,20 @@ type Session struct {
 	tls        bool
 	log        *zap.Logger
 
-	caps      uint32
-	scramble  []byte // the greeting's (or last auth switch's): COM_CHANGE_USER answers it
-	greetExt  uint32 // MariaDB extended capabilities the greeting offered
-	badChange int    // refused COM_CHANGE_USERs (the third ends the connection, as MariaDB)
-	zstdLevel int    // the client's zstd_compression_level
-	user      string
-	userConns *atomic.Int64 // the user's session count, which this session is in
-	collation uint8
-	schema    *config.SchemaConfig
-	node      *backend.Node
-	route     *router.Schema // the user's routing; nil without a schema
+	caps     uint32
+	scramble []byte // the greeting's (or last auth switch's): COM_CHANGE_USER answers it
+	greetExt uint32 // MariaDB extended capabilities the greeting offered
+	// greetMariaDB: the greeting said MariaDB (the client expects its
+	// errors, e.g. 1969 for a statement past its time limit).
+	greetMariaDB bool
+	badChange    int // refused COM_CHANGE_USERs (the third ends the connection, as MariaDB)
+	zstdLevel    int // the client's zstd_compression_level
+	user         string
+	userConns    *atomic.Int64 // the user's session count, which this session is in
+	collation    uint8
+	schema       *config.SchemaConfig
+	node         *backend.Node
+	route        *router.Schema // the user's routing; nil without a schema
 
 	vars  engine.Vars  // database, multi-statements, charset and variables
 	last  engine.Last  // LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS()

@@ -125,7 +125,7 @@ func (s *Session) armTimeout(d time.Duration) {
 	}
 	tr := &s.tr
 	tr.deadline = tr.start.Add(d)
-	tr.timeoutErr = timeoutError(s.srv.identity(s.snap).mariaDB, d)
+	tr.limit, tr.mariaDB = d, s.greetMariaDB
 	s.lease.Deadline = tr.deadline
 	s.timeoutFor.Store(tr.proc.since.Load())
 	if s.timer == nil {

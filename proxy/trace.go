@@ -40,10 +40,12 @@ type trace struct {
 	// proc.mu): KILL QUERY and the time limit stop it on each.
 	conns []*backend.Conn
 	// deadline is the statement's time limit (zero: none); timedOut is
-	// set once keyshard stopped it there, timeoutErr is the error then.
-	deadline   time.Time
-	timedOut   atomic.Bool
-	timeoutErr error
+	// set once keyshard stopped it there; limit and mariaDB make the
+	// error then (timeoutError).
+	deadline time.Time
+	timedOut atomic.Bool
+	limit    time.Duration
+	mariaDB  bool
 }
 
 var _ engine.Tracer = (*trace)(nil)
@@ -118,7 +120,7 @@ func (t *trace) Released(bc *backend.Conn) {
 // limit; nil before.
 func (t *trace) TimedOut() error {
 	if t.timedOut.Load() || !t.deadline.IsZero() && !time.Now().Before(t.deadline) {
-		return t.timeoutErr
+		return timeoutError(t.mariaDB, t.limit)
 	}
 	return nil
 }

@@ -637,15 +637,8 @@ func (l *Lease) endBranches() {
 // sent, and the pool pings its other idle connections before use now.
 func (l *Lease) synced(p *backend.Pool, acOn bool) (*backend.Conn, error) {
 	f := backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB)
-	ctx := l.Ctx
-	if !l.Deadline.IsZero() {
-		// The statement's time limit covers its wait for a connection.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, l.Deadline)
-		defer cancel()
-	}
 	for try := 0; ; try++ {
-		bc, err := p.Get(ctx, f)
+		bc, err := p.GetBy(l.Ctx, l.Deadline, f) // the statement's time limit covers its wait
 		if err != nil {
 			return nil, err
 		}
