@@ -96,6 +96,13 @@ type PoolStats struct {
 	StmtPrepares, StmtsOpen int64
 }
 
+// Add sums two pools' stats.
+func (a PoolStats) Add(b PoolStats) PoolStats {
+	return PoolStats{Open: a.Open + b.Open, InUse: a.InUse + b.InUse, Idle: a.Idle + b.Idle, Waits: a.Waits + b.Waits,
+		WaitTime: a.WaitTime + b.WaitTime, Timeouts: a.Timeouts + b.Timeouts, DialErrors: a.DialErrors + b.DialErrors,
+		Dials: a.Dials + b.Dials, Closed: a.Closed + b.Closed, StmtPrepares: a.StmtPrepares + b.StmtPrepares, StmtsOpen: a.StmtsOpen + b.StmtsOpen}
+}
+
 // Pool is a bounded pool of connections to one backend server.
 //
 // Concurrency: a slot in sem is held by every connection in use (or being

@@ -249,24 +249,33 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	snap := c.s.snap.Load()
+	// One series per server and backend user: a backend_user that is
+	// also a node's user has two pools there, summed.
+	type poolKey struct{ node, addr, role, user string }
+	sums := map[poolKey]backend.PoolStats{}
+	add := func(name, user string, p *backend.Pool) {
+		k := poolKey{name, p.Addr(), p.Role().String(), user}
+		sums[k] = sums[k].Add(p.Stats())
+	}
 	for name, n := range snap.nodes {
 		views := snap.viewsOf(name)
 		for _, p := range n.Pools() {
-			c.collectPool(ch, name, n.User(), p)
+			add(name, n.User(), p)
 			c.collectBackend(ch, name, p)
 			for _, v := range views {
 				if vp := v.PoolFor(p); vp != nil {
-					c.collectPool(ch, name, v.User(), vp)
+					add(name, v.User(), vp)
 				}
 			}
 		}
 	}
+	for k, st := range sums {
+		c.collectPool(ch, []string{k.node, k.addr, k.role, k.user}, st)
+	}
 }
 
-// collectPool reads the pool of backend user user to a server of node name.
-func (c *poolCollector) collectPool(ch chan<- prometheus.Metric, name, user string, p *backend.Pool) {
-	st := p.Stats()
-	l := []string{name, p.Addr(), p.Role().String(), user}
+// collectPool writes the pool counters st of labels l (poolLabels).
+func (c *poolCollector) collectPool(ch chan<- prometheus.Metric, l []string, st backend.PoolStats) {
 	ch <- prometheus.MustNewConstMetric(descPoolOpen, prometheus.GaugeValue, float64(st.Open), l...)
 	ch <- prometheus.MustNewConstMetric(descPoolInUse, prometheus.GaugeValue, float64(st.InUse), l...)
 	ch <- prometheus.MustNewConstMetric(descPoolIdle, prometheus.GaugeValue, float64(st.Idle), l...)

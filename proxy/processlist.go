@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
@@ -110,12 +111,21 @@ func (s *Session) process(now time.Time, full bool) Process {
 	pr := Process{ID: s.id, Host: s.clientAddr, Command: "Sleep"}
 	cmd := p.cmd.Load()
 	pr.Time = max(0, int64(now.Sub(time.Unix(0, p.since.Load()))/time.Second))
-	p.mu.Lock()
+	if !p.mu.TryLock() {
+		// A KILL holds it while it reaches the backends (seconds, for
+		// one that does not answer): the list does not wait for it.
+		pr.State, pr.Nodes = "killing", []string{}
+		return pr
+	}
 	pr.User, pr.DB = p.user, p.db
 	if cmd >= 0 {
 		pr.Info = p.text
 		if !full && len(pr.Info) > maxProcessInfo {
-			pr.Info = pr.Info[:maxProcessInfo]
+			end := maxProcessInfo
+			for end > 0 && !utf8.RuneStart(pr.Info[end]) {
+				end-- // not in the middle of a character
+			}
+			pr.Info = pr.Info[:end]
 		}
 		pr.Info = strings.Clone(pr.Info)
 		pr.Nodes = slices.Clone(s.tr.nodes)

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -8,7 +10,6 @@ import (
 
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
-	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -35,6 +36,7 @@ type resultCache struct {
 	// was filled under are unchanged.
 	gens   map[string]uint64
 	global uint64
+	on     atomic.Bool // result_cache_mb > 0: writes must invalidate
 
 	hits, misses, stores, evictions, invalidations atomic.Int64
 }
@@ -62,7 +64,7 @@ func newResultCache() *resultCache {
 // cacheRules are a config's cache settings, compiled.
 type cacheRules struct {
 	maxEntry int
-	digests  map[string]time.Duration // digest id (hex) -> TTL
+	digests  map[uint64]time.Duration // digest id -> TTL
 	tables   map[string]time.Duration // db.table (lower case) -> TTL
 	names    []string                 // the tables' names without db, for a quick look at a statement's text
 }
@@ -72,10 +74,11 @@ func newCacheRules(cfg *config.Config) *cacheRules {
 	if cfg.ResultCacheMB <= 0 {
 		return nil
 	}
-	r := &cacheRules{maxEntry: cfg.ResultCacheEntryKB << 10, digests: map[string]time.Duration{}, tables: map[string]time.Duration{}}
+	r := &cacheRules{maxEntry: cfg.ResultCacheEntryKB << 10, digests: map[uint64]time.Duration{}, tables: map[string]time.Duration{}}
 	for _, rule := range cfg.ResultCacheRules {
 		if rule.Digest != "" {
-			r.digests[strings.ToLower(rule.Digest)] = rule.TTL.D()
+			id, _ := strconv.ParseUint(rule.Digest, 16, 64) // validated: 16 hex digits
+			r.digests[id] = rule.TTL.D()
 		} else {
 			t := strings.ToLower(rule.Table)
 			r.tables[t] = rule.TTL.D()
@@ -91,6 +94,7 @@ func (c *resultCache) resize(mb int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.max = int64(mb) << 20
+	c.on.Store(mb > 0)
 	c.evictLocked(0)
 }
 
@@ -137,8 +141,9 @@ func (c *resultCache) generations(tables []string) ([]uint64, uint64) {
 
 // put stores a copy of packets under key for ttl, valid while tables keep
 // the generations gens (and global) read before the statement ran.
-func (c *resultCache) put(key string, packets []byte, rows uint64, ttl time.Duration, tables []string, gens []uint64, global uint64) {
-	e := &cacheEntry{key: key, packets: append([]byte(nil), packets...), rows: rows, expires: time.Now().Add(ttl).UnixNano(), ttl: ttl,
+// The answer is as old as the statement: its TTL runs from start.
+func (c *resultCache) put(key string, packets []byte, rows uint64, start time.Time, ttl time.Duration, tables []string, gens []uint64, global uint64) {
+	e := &cacheEntry{key: key, packets: append([]byte(nil), packets...), rows: rows, expires: start.Add(ttl).UnixNano(), ttl: ttl,
 		tables: tables, gens: gens, global: global}
 	size := e.size()
 	c.mu.Lock()
@@ -147,6 +152,9 @@ func (c *resultCache) put(key string, packets []byte, rows uint64, ttl time.Dura
 		return
 	}
 	if old := c.entries[key]; old != nil {
+		if old.expires > e.expires && old.global == global && slices.Equal(old.gens, gens) {
+			return // a fill that began later is there already
+		}
 		c.removeLocked(old)
 	}
 	c.evictLocked(size)
@@ -225,16 +233,13 @@ func (s *Session) cacheTTL(r *cacheRules, sql string, info router.Info) (ttl tim
 		return 0, false
 	}
 	if len(r.digests) > 0 {
-		if d, ok := r.digests[digest.FormatID(s.digestID(sql))]; ok {
+		if d, ok := r.digests[s.digestID(sql)]; ok {
 			return d, false
 		}
 	}
-	if len(r.tables) > 0 {
-		lower := strings.ToLower(sql)
-		for _, name := range r.names {
-			if strings.Contains(lower, name) {
-				return time.Nanosecond, true // decided by cacheTables
-			}
+	for _, name := range r.names {
+		if containsFold(sql, name) {
+			return time.Nanosecond, true // decided once its tables are known
 		}
 	}
 	return 0, false
@@ -283,6 +288,7 @@ func (s *Session) fromCache(sql string, info router.Info) (handled bool, fill fu
 	if e, ok := rc.get(key, time.Now()); ok {
 		s.tr.Sent(e.rows, 0)
 		s.tr.cached = true
+		s.last.RowCount, s.last.FoundRows = -1, e.rows // as after the SELECT
 		return true, nil, s.pkt.WriteCaptured(e.packets)
 	}
 	tables, ok := s.getParser().Tables(sql, s.vars.DB)
@@ -302,12 +308,12 @@ func (s *Session) fromCache(sql string, info router.Info) (handled bool, fill fu
 	}
 	gens, global := rc.generations(tables)
 	skey := string(key)
-	rows := s.tr.rows
+	rows, start := s.tr.rows, s.tr.start
 	s.pkt.StartCapture(r.maxEntry)
 	return false, func(err error) {
 		packets, ok := s.pkt.StopCapture()
 		if ok && err == nil && !hasErrPacket(packets) {
-			rc.put(skey, packets, s.tr.rows-rows, ttl, tables, gens, global)
+			rc.put(skey, packets, s.tr.rows-rows, start, ttl, tables, gens, global)
 		}
 	}, nil
 }
@@ -328,15 +334,55 @@ func hasErrPacket(packets []byte) bool {
 	return len(packets) != 0
 }
 
-// cacheWrite makes the cache entries that read the tables statement sql
-// writes stale (every entry when they are unknown).
-func (s *Session) cacheWrite(sql string) {
-	if s.snap.cacheRules == nil {
-		return
+// cacheWrites reports whether a statement may change the rows of tables
+// whose answers the cache holds.
+func cacheWrites(info router.Info) bool {
+	switch info.Kind {
+	case router.KindInsert, router.KindUpdate, router.KindDelete, router.KindReplace, router.KindDDL,
+		router.KindCall, router.KindLoad, router.KindExecute:
+		return true
+	}
+	return info.Flags&router.FlagMulti != 0
+}
+
+// writtenTables are the tables statement sql (classified as info) may
+// write, read before it runs (LOAD DATA's file reuses its buffer); nil
+// when they are unknown (a CALL, an EXECUTE, a batch): every table.
+func (s *Session) writtenTables(sql string, info router.Info) []string {
+	if info.Kind == router.KindCall || info.Kind == router.KindExecute || info.Flags&router.FlagMulti != 0 {
+		return nil
 	}
 	tables, ok := s.getParser().Tables(sql, s.vars.DB)
 	if !ok || len(tables) == 0 {
-		tables = nil
+		return nil
 	}
+	return tables
+}
+
+// wrote makes the cache entries of tables (nil: all) stale once a write
+// to them ran. Inside a transaction it does so again when the transaction
+// ends (endTxWrites): another session may cache what was committed before
+// in between.
+func (s *Session) wrote(tables []string) {
 	s.srv.rcache.invalidate(tables)
+	if s.lease.InTx() {
+		if tables == nil {
+			s.txWroteAll = true
+		}
+		s.txWrote = append(s.txWrote, tables...)
+	}
+}
+
+// endTxWrites makes stale, once the session's transaction ended, the
+// entries of the tables it wrote.
+func (s *Session) endTxWrites() {
+	if s.lease.InTx() {
+		return
+	}
+	if s.txWroteAll {
+		s.srv.rcache.invalidate(nil)
+	} else {
+		s.srv.rcache.invalidate(s.txWrote)
+	}
+	s.txWrote, s.txWroteAll = nil, false
 }

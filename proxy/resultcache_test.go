@@ -12,13 +12,13 @@ func TestResultCacheBounds(t *testing.T) {
 	now := time.Now()
 	for _, k := range []string{"a", "b", "c"} {
 		gens, g := c.generations([]string{"db.t"})
-		c.put(k, data, 1, time.Minute, []string{"db.t"}, gens, g)
+		c.put(k, data, 1, time.Now(), time.Minute, []string{"db.t"}, gens, g)
 	}
 	if _, ok := c.get([]byte("a"), now); !ok { // a hit: a second chance
 		t.Fatal("a is not cached")
 	}
 	gens, g := c.generations(nil)
-	c.put("d", data, 1, time.Minute, nil, gens, g) // over 1 MiB: b goes, not a
+	c.put("d", data, 1, time.Now(), time.Minute, nil, gens, g) // over 1 MiB: b goes, not a
 	if _, ok := c.get([]byte("b"), now); ok {
 		t.Error("b outlived the bound")
 	}
@@ -31,7 +31,7 @@ func TestResultCacheBounds(t *testing.T) {
 		t.Errorf("entries %d, bytes %d, evictions %d", n, b, c.evictions.Load())
 	}
 	// Too big for the cache: not kept.
-	c.put("e", make([]byte, 2<<20), 1, time.Minute, nil, gens, g)
+	c.put("e", make([]byte, 2<<20), 1, time.Now(), time.Minute, nil, gens, g)
 	if _, ok := c.get([]byte("e"), now); ok {
 		t.Error("an entry over the whole bound was kept")
 	}
@@ -51,7 +51,7 @@ func TestResultCacheBounds(t *testing.T) {
 	// (a miss), the others are answered from it meanwhile, for at most
 	// another TTL.
 	gens, g = c.generations(nil)
-	c.put("f", data[:10], 1, time.Second, nil, gens, g)
+	c.put("f", data[:10], 1, time.Now(), time.Second, nil, gens, g)
 	later := time.Now().Add(1500 * time.Millisecond)
 	if _, ok := c.get([]byte("f"), later); ok {
 		t.Error("the first read of an expired entry was a hit")

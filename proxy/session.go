@@ -65,13 +65,17 @@ type Session struct {
 	eng   engine.Engine
 	cl    *engine.Client
 
-	parser  *router.Parser
-	rt      router.Routing // the current statement's routing (reused)
-	tr      trace          // the current statement's digest, stages, rows
-	dkey    []byte         // scratch for digest keys (router.DigestKey)
-	ckey    []byte         // scratch for result cache keys
-	stageNs stageTotals    // stage time of this session's statements
-	xbuf    []byte         // EXECUTE packets rebuilt for a backend
+	parser *router.Parser
+	rt     router.Routing // the current statement's routing (reused)
+	tr     trace          // the current statement's digest, stages, rows
+	dkey   []byte         // scratch for digest keys (router.DigestKey)
+	ckey   []byte         // scratch for result cache keys
+	// The tables the open transaction wrote (txWroteAll: unknown ones),
+	// whose cache entries go stale again when it ends.
+	txWrote    []string
+	txWroteAll bool
+	stageNs    stageTotals // stage time of this session's statements
+	xbuf       []byte      // EXECUTE packets rebuilt for a backend
 
 	stmts map[uint32]*prepared // binary-protocol statements by client id
 	// textStmts are PREPAREd statements on sharded tables, by lower-case name.
@@ -92,6 +96,7 @@ type Session struct {
 	cfgMaxExec time.Duration
 	timer      *time.Timer
 	timeoutFor atomic.Int64
+	deadlineNs atomic.Int64 // the armed statement's deadline, unix nanos
 
 	killed atomic.Bool
 	busy   atomic.Bool
@@ -230,6 +235,9 @@ func (s *Session) run() {
 		}
 		err = s.dispatch(cmd, p)
 		s.disarmTimeout()
+		if s.txWrote != nil || s.txWroteAll {
+			s.endTxWrites()
+		}
 		if err != nil && s.lease.Branches() > 0 && engine.RollsBackTx(err) {
 			// One node rolled the whole transaction back (a deadlock
 			// victim): so does every other, as one server's would; the
@@ -420,6 +428,10 @@ func (s *Session) query(p []byte) (rerr error) {
 			return err
 		}
 	}
+	if info.Kind == router.KindLoad {
+		// LOAD DATA LOCAL reads the file into the buffer sql is in.
+		s.tr.proc.setText(strings.Clone(sql))
+	}
 	s.armTimeout(s.stmtTimeout(sql, info))
 	s.tr.entry = s.digestOf(sql, s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0)
 	s.tr.mark(digest.Parse)
@@ -429,12 +441,15 @@ func (s *Session) query(p []byte) (rerr error) {
 	if err := s.mayRun(sql, info); err != nil {
 		return s.fail(err)
 	}
-	if s.snap.cacheRules != nil {
-		if router.Writes(info) || info.Flags&router.FlagMulti != 0 {
-			defer s.cacheWrite(sql)
+	if s.srv.rcache.on.Load() {
+		if cacheWrites(info) {
+			defer s.wrote(s.writtenTables(sql, info))
 		} else if handled, fill, err := s.fromCache(sql, info); handled || err != nil {
 			return err
 		} else if fill != nil {
+			// Filled from the master: a lagging replica's answer would be
+			// kept under the generation of a write it has not seen yet.
+			info.Flags |= router.FlagMasterOnly
 			defer func() { fill(rerr) }()
 		}
 	}

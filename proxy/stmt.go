@@ -340,8 +340,8 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 		if s.lease.Tracking() {
 			defer s.lease.MarkWrite()
 		}
-		if s.snap.cacheRules != nil {
-			defer s.cacheWrite(st.sql)
+		if s.srv.rcache.on.Load() {
+			defer s.wrote(s.writtenTables(st.sql, router.Classify(st.sql)))
 		}
 	}
 	if err := s.closeCursor(st); err != nil {

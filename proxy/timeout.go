@@ -36,18 +36,20 @@ func timeoutError(mariaDB bool, d time.Duration) error {
 		Message: "Query execution was interrupted, maximum statement execution time exceeded: keyshard stopped it after max_execution_time " + d.String()}
 }
 
-// timed reports whether a statement may be stopped at a time limit:
-// reads, writes, calls and loads. Never transaction control (a COMMIT
-// stopped half-way leaves its outcome unknown), DDL (a sharded table's
-// sub-tables would end up unlike) or session statements.
+// timed reports whether a statement may be stopped at a configured time
+// limit: reads, writes, calls, loads, DO. Never transaction control (a
+// COMMIT stopped half-way leaves its outcome unknown), DDL or table
+// maintenance (a sharded table's sub-tables would end up unlike), or
+// session statements. A client's own limit (SET max_execution_time, the
+// hint) covers SELECT only, as MySQL's.
 func timed(sql string, info router.Info) bool {
 	switch info.Kind {
 	case router.KindSelect, router.KindInsert, router.KindUpdate, router.KindDelete, router.KindReplace,
 		router.KindCall, router.KindLoad, router.KindExecute, router.KindShow:
 		return true
 	case router.KindOther:
-		_, xa := cutPrefixFold(sql[info.Start:], "xa ")
-		return !xa
+		_, do := cutPrefixFold(sql[info.Start:], "do ")
+		return do
 	}
 	return false
 }
@@ -108,11 +110,13 @@ func (s *Session) stmtTimeout(sql string, info router.Info) time.Duration {
 	if !timed(sql, info) {
 		return 0
 	}
-	if d, ok := hintTimeout(sql, info); ok {
-		return d
-	}
-	if s.maxExec >= 0 {
-		return s.maxExec
+	if info.Kind == router.KindSelect {
+		if d, ok := hintTimeout(sql, info); ok {
+			return d
+		}
+		if s.maxExec >= 0 {
+			return s.maxExec
+		}
 	}
 	return s.cfgMaxExec
 }
@@ -128,6 +132,7 @@ func (s *Session) armTimeout(d time.Duration) {
 	tr.limit, tr.mariaDB = d, s.greetMariaDB
 	s.lease.Deadline = tr.deadline
 	s.timeoutFor.Store(tr.proc.since.Load())
+	s.deadlineNs.Store(tr.deadline.UnixNano())
 	if s.timer == nil {
 		s.timer = time.AfterFunc(time.Until(tr.deadline), s.onTimeout)
 	} else {
@@ -148,8 +153,8 @@ func (s *Session) onTimeout() {
 	p := &s.tr.proc
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd.Load() < 0 || p.since.Load() != s.timeoutFor.Load() {
-		return // that statement is over
+	if p.cmd.Load() < 0 || p.since.Load() != s.timeoutFor.Load() || time.Now().UnixNano() < s.deadlineNs.Load() {
+		return // that statement is over (a late call: the next one has its own deadline)
 	}
 	s.tr.timedOut.Store(true)
 	s.killQueriesLocked()

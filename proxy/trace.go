@@ -38,7 +38,8 @@ type trace struct {
 	proc   procState                    // what the process list shows
 	// conns are the backend connections the statement holds (under
 	// proc.mu): KILL QUERY and the time limit stop it on each.
-	conns []*backend.Conn
+	conns  []*backend.Conn
+	noKill bool // Committing was called (under proc.mu)
 	// deadline is the statement's time limit (zero: none); timedOut is
 	// set once keyshard stopped it there; limit and mariaDB make the
 	// error then (timeoutError).
@@ -66,6 +67,11 @@ func (t *trace) begin(start time.Time, written uint64) {
 	}
 	t.deadline = time.Time{}
 	t.timedOut.Store(false)
+	if t.noKill {
+		t.proc.mu.Lock()
+		t.noKill = false
+		t.proc.mu.Unlock()
+	}
 	t.entry, t.key, t.fetch, t.sql, t.cached = nil, "", false, "", false
 }
 
@@ -99,12 +105,22 @@ func (t *trace) WaitDone(bc *backend.Conn) {
 	t.proc.stage.Store(procBackend)
 	if bc != nil {
 		t.proc.mu.Lock()
-		if !slices.Contains(t.conns, bc) {
+		if !t.noKill && !slices.Contains(t.conns, bc) {
 			t.conns = append(t.conns, bc)
 		}
 		t.proc.mu.Unlock()
 		t.usedNode(bc.Node())
 	}
+}
+
+// Committing: the statement commits its own work now; a KILL QUERY would
+// leave that half done, so none reaches its connections any more.
+func (t *trace) Committing() {
+	t.proc.mu.Lock()
+	t.noKill = true
+	clear(t.conns)
+	t.conns = t.conns[:0]
+	t.proc.mu.Unlock()
 }
 
 // Released: bc went back to its pool; a KILL QUERY must not reach it now.

@@ -59,8 +59,8 @@ func (c *Conn) StartCapture(max int) {
 func (c *Conn) StopCapture() (packets []byte, ok bool) {
 	ok, c.capturing = c.capturing, false
 	packets = c.capture
-	if cap(c.capture) > keepBig {
-		c.capture = nil
+	if cap(c.capture) > 64<<10 {
+		c.capture = nil // a session keeps no big buffer for the next one
 	}
 	return packets, ok
 }

@@ -219,6 +219,7 @@ func (w *atomicWrite) outcome(committed bool) {
 // commit ends a write whose every statement succeeded: COMMIT, or the two
 // phases. An error means nothing was committed (everything rolled back).
 func (w *atomicWrite) commit() error {
+	w.e.Trace.Committing()
 	if w.xid == "" {
 		if _, err := w.legs[0].BC.Exec("COMMIT"); err != nil {
 			w.legs[0].BC.MarkBroken() // the server rolls back with the connection

@@ -24,6 +24,9 @@ type Tracer interface {
 	Killed() bool             // the session was killed
 	// Released: bc goes back to its pool, no longer the statement's.
 	Released(bc *backend.Conn)
+	// Committing: the statement's own commit starts (keyshard's COMMIT
+	// or XA COMMIT of its legs): its time limit no longer stops it.
+	Committing()
 	// TimedOut is the error for the statement's end once it ran past its
 	// time limit (keyshard stopped it); nil while it may go on.
 	TimedOut() error
@@ -135,12 +138,23 @@ func (e *Engine) colDef(p []byte) []byte {
 
 // Fail writes err to the client and returns it.
 func (e *Engine) Fail(err error) error {
-	if te := e.Trace.TimedOut(); te != nil {
-		// Whatever ended the statement past its time limit (a pool wait
-		// given up, a leg interrupted), the time limit did.
-		err = te
-	}
+	err = e.timedOut(err)
 	e.Client.Error(err)
+	return err
+}
+
+// timedOut is err, or the statement's timeout error when err is what the
+// time limit caused: a backend's "interrupted" answer to keyshard's KILL
+// QUERY, a connection not had in time.
+func (e *Engine) timedOut(err error) error {
+	te := e.Trace.TimedOut()
+	if te == nil {
+		return err
+	}
+	var me *mysql.MyError
+	if errors.As(err, &me) && me.Code == mysql.ER_QUERY_INTERRUPTED || backend.KindOf(err) == backend.KindPoolTimeout {
+		return te
+	}
 	return err
 }
 
@@ -159,8 +173,8 @@ func (e *Engine) Lost(bc *backend.Conn, err error) error {
 	held := e.Conns.Lost(bc)
 	if e.Trace.Killed() {
 		err = Errorf(KindKilled, "Query execution was interrupted (connection killed)")
-	} else if te := e.Trace.TimedOut(); te != nil {
-		err = te
+	} else {
+		err = e.timedOut(err)
 	}
 	if held != "" {
 		kind := KindStateLost

@@ -247,6 +247,11 @@ func (l *Lease) ResetSession() {
 // Acquire returns a connection on node n (nil: the pinned connection, else
 // the default node) for purpose p, synced to the session's Vars.
 func (l *Lease) Acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
+	if !l.Deadline.IsZero() && !time.Now().Before(l.Deadline) {
+		// Past the statement's time limit: no more connections for it
+		// (a later leg, a retry), which the limit's KILL would miss.
+		return nil, &backend.Error{Kind: backend.KindPoolTimeout, Msg: "the statement's time limit passed"}
+	}
 	l.Trace.WaitStart()
 	bc, err := l.acquire(n, p)
 	l.Trace.WaitDone(bc)
@@ -670,6 +675,7 @@ func (l *Lease) putBack(bc *backend.Conn) {
 // Release gives back a connection from Acquire: it stays pinned if the
 // session needs it, else goes back to its pool (closed if broken).
 func (l *Lease) Release(bc *backend.Conn) {
+	l.Trace.Released(bc) // no KILL QUERY of the statement's reaches it now
 	if slices.Contains(l.branches, bc) {
 		// An XA branch stays with the transaction; lost, the transaction
 		// is (the session ends, its other branches roll back).

@@ -167,6 +167,7 @@ func (e *Engine) LoadData(ld *router.Load) error {
 		}
 	}
 	// All or nothing: commit every sub-table's rows, or none.
+	e.Trace.Committing()
 	end := "COMMIT"
 	if failed != nil {
 		end = "ROLLBACK"
