@@ -34,5 +34,5 @@ done
 mysql_at 23492 bench_to -e "CREATE TABLE bt (id INT PRIMARY KEY, k VARCHAR(20))"
 mysql_at 23492 bench_to -e "INSERT INTO bt (id, k) VALUES $(seq -s, 0 63 | sed 's/\([0-9]*\)/(\1, "k\1")/g')"
 go run ./bench/timeout -limit "${LIMIT_MS}ms" \
-	-limited "ks:ks@tcp(127.0.0.1:23491)/bench_to" -plain "ks:ks@tcp(127.0.0.1:23492)/bench_to" -pids "$lim,$plain" \
+	-limited "ks:ks@tcp(127.0.0.1:23491)/bench_to?interpolateParams=true" -plain "ks:ks@tcp(127.0.0.1:23492)/bench_to?interpolateParams=true" -pids "$lim,$plain" \
 	-backends "ks:ks@tcp(127.0.0.1:23400)/,ks:ks@tcp(127.0.0.1:23401)/"

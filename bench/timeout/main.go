@@ -59,8 +59,13 @@ func main() {
 			left += running(bes)
 		}
 		slices.Sort(took)
-		fmt.Printf("| %s | %v | %v | %v | %v | %d |\n", q.name, *limit, took[len(took)/2].Round(time.Millisecond),
-			took[len(took)-1].Round(time.Millisecond), codes, left)
+		var errnos []string
+		for code, n := range codes {
+			errnos = append(errnos, fmt.Sprintf("%d x%d", code, n))
+		}
+		slices.Sort(errnos)
+		fmt.Printf("| %s | %v | %v | %v | %s | %d |\n", q.name, *limit, took[len(took)/2].Round(time.Millisecond),
+			took[len(took)-1].Round(time.Millisecond), strings.Join(errnos, ", "), left)
 	}
 	// What a limit costs: the same point reads through both keyshards,
 	// alternated, keyshard CPU per statement from /proc.
