@@ -52,19 +52,23 @@ func placementChange(o, n *TableConfig) string {
 	if err1 != nil || err2 != nil {
 		return "the rule"
 	}
-	// Every old sub-table stays, on its node.
+	// Every old sub-table stays, on its node. (A global table has one of
+	// the same name on each node.)
+	type place struct{ suffix, node string }
+	have := map[place]bool{}
 	at := map[string]string{}
 	for _, st := range nr.Tables() {
+		have[place{st.Suffix, n.Nodes[st.Node]}] = true
 		at[st.Suffix] = n.Nodes[st.Node]
 	}
 	for _, st := range or.Tables() {
-		node, ok := at[st.Suffix]
-		switch {
-		case !ok:
-			return fmt.Sprintf("sub-table %s%s is no longer in the rule", o.Table, st.Suffix)
-		case node != o.Nodes[st.Node]:
+		if have[place{st.Suffix, o.Nodes[st.Node]}] {
+			continue
+		}
+		if node, ok := at[st.Suffix]; ok {
 			return fmt.Sprintf("sub-table %s%s moves from node %s to %s", o.Table, st.Suffix, o.Nodes[st.Node], node)
 		}
+		return fmt.Sprintf("sub-table %s%s is no longer in the rule", o.Table, st.Suffix)
 	}
 	// And each key still maps to the sub-table it mapped to.
 	switch t := o.Shard.Type; {

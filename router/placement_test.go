@@ -56,6 +56,10 @@ func TestPlacementGrowth(t *testing.T) {
 		return SchemaConfig{Tables: []TableConfig{{DB: "app", Table: "reg", Key: "code", Nodes: []string{"n1", "n2"},
 			Shard: shard.Config{Type: "list", Nodes: 2, Locations: locs, ListValues: vals}}}}
 	}
+	global := func(nodes ...string) SchemaConfig {
+		return SchemaConfig{Tables: []TableConfig{{DB: "app", Table: "country", Nodes: nodes,
+			Shard: shard.Config{Type: "global", Nodes: len(nodes)}}}}
+	}
 	for _, c := range []struct {
 		name     string
 		old, cur SchemaConfig
@@ -66,6 +70,10 @@ func TestPlacementGrowth(t *testing.T) {
 		{"range limit", rng([]int{2, 2}, 100), rng([]int{2, 2}, 50), "table app.log: table_row_limit 100 -> 50"},
 		{"list gains a value", list(map[string]int{"1": 0, "2": 1}, []int{1, 1}), list(map[string]int{"1": 0, "2": 1, "3": 1}, []int{1, 1}), ""},
 		{"list value moves", list(map[string]int{"1": 0, "2": 1}, []int{1, 1}), list(map[string]int{"1": 1, "2": 1}, []int{1, 1}), "table app.reg: list value 1 moves or goes"},
+		// A global table: the same name on each node (a reload of an
+		// unchanged config was refused as a move).
+		{"global unchanged", global("n1", "n2"), global("n1", "n2"), ""},
+		{"global loses a node", global("n1", "n2"), global("n1"), "table app.country: sub-table country moves from node n2 to n1"},
 	} {
 		if got := strings.Join(PlacementChanges(c.old, c.cur), "; "); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
