@@ -250,35 +250,14 @@ func TestAdminChangesLoggedAndWarned(t *testing.T) {
 	}
 }
 
-// queryRowsConn runs q on c and returns its rows as strings.
+// queryRowsConn runs q on c and returns its rows as strings (see scanRows).
 func queryRowsConn(t *testing.T, c *sql.Conn, q string) [][]string {
 	t.Helper()
 	rows, err := c.QueryContext(context.Background(), q)
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out [][]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		row := make([]string, len(cols))
-		for i, v := range vals {
-			row[i] = v.String
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return out
+	return scanRows(t, rows)
 }
 
 // SHOW PROCESSLIST lists keyshard's sessions: ids that CONNECTION_ID() and
