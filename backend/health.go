@@ -58,6 +58,42 @@ type health struct {
 	// watched: a health checker runs for the server (it brings back a
 	// replica connLost took out); confirming: connLost's check runs.
 	watched, confirming atomic.Bool
+	changedAt           atomic.Int64 // unix nanos of the last state change (or the pool's start)
+}
+
+// StateChange is a backend's state moving from one to another: by its
+// health checks, a failed connection, or an operator (admin down/up).
+type StateChange struct {
+	Node, Addr string
+	Role       Role
+	From, To   Health
+	Reason     string
+	After      time.Duration // in the state it left
+}
+
+// StateHook is called on each state change of a backend (from the
+// goroutine that saw it; keep it short). One hook serves every pool:
+// Options holds a pointer to it, so node options stay comparable.
+type StateHook struct{ F func(StateChange) }
+
+// setState moves the pool to st; it reports whether that was a change,
+// which it tells the hook of (with reason).
+func (p *Pool) setState(st Health, reason string) bool {
+	from := Health(p.state.Swap(int32(st)))
+	if from == st {
+		return false
+	}
+	p.tell(from, st, reason)
+	return true
+}
+
+// tell reports a change of the pool's state to the hook.
+func (p *Pool) tell(from, to Health, reason string) {
+	now := time.Now().UnixNano()
+	prev := p.changedAt.Swap(now)
+	if h := p.opts.OnState; h != nil && h.F != nil {
+		h.F(StateChange{Node: p.node, Addr: p.addr, Role: p.opts.Role, From: from, To: to, Reason: reason, After: time.Duration(now - prev)})
+	}
 }
 
 // Health returns the pool's state.
@@ -86,7 +122,14 @@ func (p *Pool) LastCheckError() string {
 // SetAdminDown takes the backend out of service (true) or puts it back
 // (false); when down, its idle connections are closed.
 func (p *Pool) SetAdminDown(down bool) {
-	p.adminDown.Store(down)
+	if p.adminDown.Swap(down) != down {
+		st := Health(p.state.Load())
+		if down {
+			p.tell(st, Down, "taken down by an operator (admin)")
+		} else {
+			p.tell(Down, st, "put up by an operator (admin)")
+		}
+	}
 	if down {
 		p.dropIdle()
 	}
@@ -203,7 +246,7 @@ func slaveLag(r *Result) int64 {
 func (p *Pool) takeOut(err error) {
 	s := "a connection failed and a new one could not log in: " + checkMsg(err)
 	p.lastErr.Store(&s)
-	if p.state.Swap(int32(Down)) != int32(Down) {
+	if p.setState(Down, s) {
 		p.dropIdle()
 	}
 }
@@ -232,7 +275,7 @@ func (p *Pool) checked(lag int64, err error, o NodeOptions) {
 		// Down after down_after_noalive of failures, and never on a single
 		// failed check: a busy server may miss one.
 		if p.fails.Add(1) >= 2 && time.Duration(now-p.failSince.Load()) >= o.DownAfter &&
-			p.state.Swap(int32(Down)) != int32(Down) {
+			p.setState(Down, "health checks failing for "+time.Duration(now-p.failSince.Load()).Round(time.Millisecond).String()+": "+s) {
 			p.dropIdle()
 		}
 		return
@@ -241,11 +284,11 @@ func (p *Pool) checked(lag int64, err error, o NodeOptions) {
 	p.failSince.Store(0)
 	p.fails.Store(0)
 	p.lag.Store(lag)
-	st := Up
+	st, why := Up, "health check passed"
 	if o.MaxLag > 0 && (lag < 0 || time.Duration(lag)*time.Second > o.MaxLag) {
-		st = Lagging
+		st, why = Lagging, "replication lag "+strconv.FormatInt(lag, 10)+" s (-1: replication not running) over max_replication_lag "+o.MaxLag.String()
 	}
-	p.state.Store(int32(st))
+	p.setState(st, why)
 }
 
 // dropIdle closes the pool's idle connections (the backend went down:

@@ -38,6 +38,8 @@ type Options struct {
 	// no client holds are closed (nil: only the LRU bounds them).
 	Refs *StmtRefs
 	Role Role
+	// OnState is told of each state change of the backend (nil: none).
+	OnState *StateHook
 }
 
 func (o *Options) withDefaults() {
@@ -250,6 +252,8 @@ func newPool(node, addr string, opts Options, standsFor *Pool) *Pool {
 	}
 	if standsFor != nil {
 		p.health, p.stmts = standsFor.health, standsFor.stmts
+	} else {
+		p.changedAt.Store(time.Now().UnixNano())
 	}
 	if p.baseState == nil {
 		p.baseState = NewState(opts.Charset, opts.Collation)

@@ -72,6 +72,7 @@ func (s *Server) Online() bool { return !s.offline.Load() }
 
 // Status is the proxy's state for SHOW PROXY STATUS and the REST API.
 type Status struct {
+	Name         string    `json:"name"`   // the instance's (-name)
 	State        string    `json:"status"` // online | offline (kingshard's answer)
 	Online       bool      `json:"online"`
 	Started      time.Time `json:"started"`
@@ -90,7 +91,7 @@ type Status struct {
 // Status returns the proxy's state.
 func (s *Server) Status() Status {
 	st := Status{
-		State: "online", Online: s.Online(), Started: s.started, Uptime: time.Since(s.started).Round(time.Second).String(),
+		Name: s.Name(), State: "online", Online: s.Online(), Started: s.started, Uptime: time.Since(s.started).Round(time.Second).String(),
 		Connections: s.conns.Load(), Nodes: len(s.Nodes()), Reloads: s.reloads.Load(), AdminChanges: s.adminChanges.Load(),
 		ReloadErrors: s.reloadErrors.Load(), ConfigFile: s.Config().Source(), Goroutines: runtime.NumGoroutine(),
 	}
@@ -102,6 +103,34 @@ func (s *Server) Status() Status {
 		st.LastReload = time.Unix(0, t).Format(time.RFC3339)
 	}
 	return st
+}
+
+// Ready reports whether this instance can serve (nil) or why not: it is
+// shutting down (draining) or offline, or the master of a schema's
+// default node is down. For /readyz: a load balancer sends no new
+// clients to an instance that is not ready.
+func (s *Server) Ready() error {
+	if s.shuttingDown.Load() {
+		return errors.New("draining: shutting down")
+	}
+	if !s.Online() {
+		return errors.New("offline (admin 'change proxy offline'): new connections are refused")
+	}
+	snap := s.snap.Load()
+	for _, sc := range snap.cfg.SchemaList {
+		n := snap.nodes[sc.Default]
+		if n == nil {
+			continue
+		}
+		if m := n.Master; m.Health() == backend.Down {
+			why := m.LastCheckError()
+			if m.AdminDown() {
+				why = "taken down by an operator"
+			}
+			return fmt.Errorf("user %s: the master %s of default node %s is down: %s", sc.User, m.Addr(), sc.Default, why)
+		}
+	}
+	return nil
 }
 
 // Backend is one master or replica for SHOW BACKENDS and the REST API.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,12 +36,14 @@ type Server struct {
 	log   *zap.Logger
 	sql   *sqlLog
 
-	metrics  *Metrics
-	history  history // per-second samples of the query metrics (status page)
-	rcache   *resultCache
-	digests  *digest.Digests
-	stageNs  stageTotals // of closed sessions; see stages
-	stagesMu sync.Mutex
+	metrics *Metrics
+	history history // per-second samples of the query metrics (status page)
+	rcache  *resultCache
+	// stateHook logs each backend state change (every pool's OnState).
+	stateHook *backend.StateHook
+	digests   *digest.Digests
+	stageNs   stageTotals // of closed sessions; see stages
+	stagesMu  sync.Mutex
 
 	reloadMu     sync.Mutex // one reload or admin change at a time
 	reloads      atomic.Int64
@@ -49,6 +52,7 @@ type Server struct {
 	lastReload   atomic.Int64 // unix nanos
 	started      time.Time
 	startCfg     *config.Config // the config at start: what listeners and logs run with
+	local        config.Local   // this instance's own settings (flags, environment), over every config loaded
 	offline      atomic.Bool    // admin 'change proxy offline': new connections refused
 	admin        atomic.Pointer[AdminFunc]
 
@@ -101,6 +105,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	s.baseState = backend.NewState(cs, coll)
 	s.stmtRefs = backend.NewStmtRefs()
 	s.states.Store(uint8(defaultCollationID), s.baseState)
+	s.stateHook = &backend.StateHook{F: s.logState}
 	s.digests = digest.New(cfg.DigestSize)
 	s.rcache = newResultCache()
 	s.rcache.resize(cfg.ResultCacheMB)
@@ -121,6 +126,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	snap.rev, snap.applied = 1, time.Now()
 	s.startCfg = cfg
 	s.snap.Store(snap)
+	s.logNodes(snap)
 	s.learnIdentity(snap, time.Duration(cfg.ConnectTimeout))
 	s.xa = newXA(s)
 	s.seqs = newSequences(s)
@@ -213,6 +219,27 @@ func (s *Server) poolOptions(c *config.Config, n *config.NodeConfig) backend.Opt
 		WriteBuffer:    c.BackendWriteBuffer,
 		MaxPacket:      c.MaxAllowedPacket,
 		StmtCache:      c.StmtCacheSize,
+		OnState:        s.stateHook,
+	}
+}
+
+// logState logs a backend's state change at warn level: node, address,
+// role, the states, why, and how long it was in the one it left.
+func (s *Server) logState(c backend.StateChange) {
+	s.log.Warn("backend state changed", zap.String("node", c.Node), zap.String("addr", c.Addr), zap.String("role", c.Role.String()),
+		zap.String("from", c.From.String()), zap.String("to", c.To.String()), zap.String("reason", c.Reason),
+		zap.Duration("after", c.After.Round(time.Millisecond)))
+}
+
+// logNodes logs one line per node of snap: its master and replicas.
+func (s *Server) logNodes(snap *snapshot) {
+	for name, n := range snap.nodes {
+		var replicas []string
+		for _, r := range n.Replicas() {
+			replicas = append(replicas, r.Pool.Addr()+"@"+strconv.Itoa(r.Weight))
+		}
+		s.log.Info("node", zap.String("node", name), zap.String("master", n.Master.Addr()), zap.Strings("replicas", replicas),
+			zap.Int("max_conns", n.Master.Options().MaxConns), zap.String("user", n.User()))
 	}
 }
 
@@ -574,3 +601,11 @@ func isMyError(err error) bool {
 	var me *mysql.MyError
 	return errors.As(err, &me)
 }
+
+// SetLocal records this instance's own settings (flags, environment),
+// already applied to the config given to New: each reload applies them
+// again over the file.
+func (s *Server) SetLocal(l config.Local) { s.local = l }
+
+// Name is the instance's name (-name, KEYSHARD_NAME; else the host name).
+func (s *Server) Name() string { return s.local.Name }

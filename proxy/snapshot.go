@@ -344,6 +344,9 @@ func (s *Server) failedReload(reload bool) {
 func (s *Server) ReloadFile(force bool) ([]string, error) {
 	path := s.Config().Source()
 	cfg, warnings, err := config.Load(path)
+	if err == nil {
+		err = s.local.Apply(cfg) // this instance's own addresses stay
+	}
 	if err != nil {
 		s.reloadErrors.Add(1)
 		s.log.Warn("config reload failed; the running config is unchanged", zap.String("source", path), zap.Error(err))

@@ -44,6 +44,12 @@ Usage:
 Flags (kingshard's are accepted):
   -config FILE       the config file (default etc/ks.yaml)
   -log-level LEVEL   debug, info, warn or error: overrides log_level
+  -addr HOST:PORT    this instance's MySQL listener, over the config's addr
+                     (env KEYSHARD_ADDR): several instances can share a config
+  -web-addr HOST:PORT  this instance's web listener, over web_addr
+                     (env KEYSHARD_WEB_ADDR)
+  -name NAME         this instance's name in logs and status (env
+                     KEYSHARD_NAME; default the host name)
   -version, -v       print the version and exit
   -h, -help          this text
 
@@ -76,6 +82,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "etc/ks.yaml", "")
 	logLevel := fs.String("log-level", "", "")
+	var local config.Local
+	fs.StringVar(&local.Addr, "addr", "", "")
+	fs.StringVar(&local.WebAddr, "web-addr", "", "")
+	fs.StringVar(&local.Name, "name", "", "")
 	showVersion := fs.Bool("version", false, "")
 	fs.BoolVar(showVersion, "v", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -109,6 +119,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *logLevel != "" {
 		cfg.LogLevel = *logLevel
 	}
+	local = local.FromEnv()
+	if local.Name == "" {
+		local.Name, _ = os.Hostname()
+	}
+	if err := local.Apply(cfg); err != nil {
+		fmt.Fprintf(stderr, "keyshard: -addr/-web-addr (or KEYSHARD_ADDR/KEYSHARD_WEB_ADDR): %v\n", err)
+		return 2
+	}
 	log, err := newLogger(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -138,6 +156,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot listen", zap.String("addr", cfg.Addr), zap.Error(err))
 		return 1
 	}
+	srv.SetLocal(local)
 	srv.SetAdmin(admin.SQL(srv))
 	var https []*http.Server
 	admin.EnableContentionProfiles()
@@ -160,7 +179,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}()
 		log.Info("admin http listening", zap.String("addr", addr))
 	}
-	log.Info("keyshard listening", zap.String("addr", cfg.Addr), zap.String("version", version),
+	log.Info("keyshard listening", zap.String("addr", cfg.Addr), zap.String("name", local.Name), zap.String("version", version),
 		zap.Int("procs", runtime.GOMAXPROCS(0)))
 
 	errc := make(chan error, 1)

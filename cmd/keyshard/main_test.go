@@ -40,6 +40,9 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"-log-level", "loud", "-config", missing}, code: 2, err: "-log-level"},
 		// kingshard's flags are taken; the missing file is the only problem.
 		{args: []string{"-config", missing, "-log-level", "debug"}, code: 1, err: "missing.yaml"},
+		// This instance's own addresses, over the config's, are checked.
+		{args: []string{"-config", "../../etc/ks.yaml", "-addr", "no-port"}, code: 2, err: "-addr/-web-addr"},
+		{args: []string{"-h"}, out: "-web-addr HOST:PORT"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(c.args, &out, &errb)

@@ -1,7 +1,8 @@
 // Package admin is keyshard's operator surface: admin SQL on the proxy port
 // (SQL), kingshard's REST API under /api/v1 with basic auth (REST), and the
 // HTTP endpoints Prometheus /metrics, Go's pprof under /debug/pprof/
-// (mounted explicitly, never via the default mux) and /healthz. Every
+// (mounted explicitly, never via the default mux), /healthz (the process
+// lives) and /readyz (it can serve). Every
 // change goes through proxy.Server's controls, shared by SQL and REST.
 package admin
 
@@ -46,13 +47,17 @@ func Handler(srv *proxy.Server, health func() error) *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/profile", gated(pprofAuth, pprof.Profile))
 	mux.HandleFunc("/debug/pprof/symbol", gated(pprofAuth, pprof.Symbol))
 	mux.HandleFunc("/debug/pprof/trace", gated(pprofAuth, pprof.Trace))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := health(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
+	probe := func(check func() error) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			if err := check(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
 		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	}
+	mux.HandleFunc("/healthz", probe(health))   // the process lives
+	mux.HandleFunc("/readyz", probe(srv.Ready)) // it can serve: route clients here
 	return mux
 }
 

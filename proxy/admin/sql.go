@@ -624,6 +624,7 @@ func statusRows(st proxy.Status) [][]string {
 		online = "offline"
 	}
 	return [][]string{
+		{"name", st.Name},
 		{"status", online},
 		{"started", st.Started.Format("2006-01-02T15:04:05Z07:00")},
 		{"uptime", st.Uptime},
