@@ -23,7 +23,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 # odd sources).
 GOFILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './.tmp/*')
 
-.PHONY: help build test fuzz lint fmtcheck vet demo bench compat clean
+.PHONY: help build test fuzz lint fmtcheck vet demo bench compat install uninstall docker clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,6 +34,7 @@ build: ## build bin/keyshard (version from git describe)
 test: fmtcheck vet ## gofmt check, go vet, go test -race ./... (end-to-end tests start their own MariaDB), 5s of each fuzz target, then the driver matrix
 	scripts/backends.sh install
 	$(GO) test -race -count=1 -timeout 12m ./...
+	GO="$(GO)" scripts/install_test.sh
 	FUZZTIME=5s GO="$(GO)" scripts/fuzz.sh
 	test/drivers/run.sh
 
@@ -64,6 +65,41 @@ bench: ## sysbench direct vs keyshard + 1M-row streaming test; appends to bench/
 
 compat: ## driver matrix alone: real client drivers direct vs through keyshard (test/drivers/run.sh; make test runs it too)
 	test/drivers/run.sh
+
+# make install [PREFIX=/usr/local] [DESTDIR=] [SYSTEMD_DIR=/lib/systemd/system]:
+# the binary to $(PREFIX)/bin, the unit to $(SYSTEMD_DIR) with ExecStart
+# on that binary, and etc/ks.yaml to /etc/keyshard/ks.yaml unless a config
+# is there already. DESTDIR prefixes every path (staging, packaging). See
+# docs/deploy.md; scripts/install_test.sh checks it.
+PREFIX      ?= /usr/local
+SYSTEMD_DIR ?= /lib/systemd/system
+install: build ## install bin/keyshard, /etc/keyshard/ks.yaml (never overwritten) and the systemd unit (PREFIX, DESTDIR)
+	install -D -m 0755 $(BIN) "$(DESTDIR)$(PREFIX)/bin/keyshard"
+	sed 's|^ExecStart=/usr/local/bin/keyshard |ExecStart=$(PREFIX)/bin/keyshard |' etc/keyshard.service > bin/keyshard.service
+	install -D -m 0644 bin/keyshard.service "$(DESTDIR)$(SYSTEMD_DIR)/keyshard.service"
+	@if [[ -e "$(DESTDIR)/etc/keyshard/ks.yaml" ]]; then \
+		echo "kept $(DESTDIR)/etc/keyshard/ks.yaml (the sample is etc/ks.yaml)"; \
+	else \
+		echo install -D -m 0644 etc/ks.yaml "$(DESTDIR)/etc/keyshard/ks.yaml"; \
+		install -D -m 0644 etc/ks.yaml "$(DESTDIR)/etc/keyshard/ks.yaml"; \
+	fi
+	@if [[ -z "$(DESTDIR)" ]]; then echo "next: systemctl daemon-reload && systemctl enable --now keyshard"; fi
+
+uninstall: ## remove the installed binary and systemd unit (the config in /etc/keyshard stays)
+	rm -f "$(DESTDIR)$(PREFIX)/bin/keyshard" "$(DESTDIR)$(SYSTEMD_DIR)/keyshard.service"
+	@echo "kept $(DESTDIR)/etc/keyshard"
+
+# IMAGE is the image name; it is tagged with VERSION and latest. The build
+# context is the tree without .git, bin/, .tmp/ (a GB and more) and the
+# other build output, sent as a tar: the legacy builder reads no
+# scripts/Dockerfile.dockerignore (only BuildKit does).
+IMAGE ?= keyshard
+DOCKER_CONTEXT_EXCLUDES := --exclude=./.git --exclude=./.tmp --exclude=./bin --exclude=./go \
+	--exclude=./keyshard --exclude='./*.test' --exclude='./*.prof'
+docker: ## build the container image keyshard:VERSION and :latest from scripts/Dockerfile (needs docker; IMAGE renames it)
+	@command -v docker >/dev/null || { echo "make docker: docker is not installed" >&2; exit 1; }
+	tar -c $(DOCKER_CONTEXT_EXCLUDES) . | docker build -f scripts/Dockerfile \
+		--build-arg VERSION="$(VERSION)" -t "$(IMAGE):$(VERSION)" -t "$(IMAGE):latest" -
 
 clean: ## remove bin/ and the demo/bench/compat scratch dirs (backends stay: scripts/backends.sh down)
 	rm -rf bin .tmp/demo .tmp/bench .tmp/compat
