@@ -196,13 +196,11 @@ func backendOf(node string, n *backend.Node, p *backend.Pool, weight int, views 
 	b := Backend{Node: node, Addr: p.Addr(), Role: p.Role().String(), State: p.Health().String(), AdminDown: p.AdminDown(),
 		Weight: weight, Lag: p.Lag(), MaxConns: p.Options().MaxConns,
 		Statements: ls.Count, Errors: ls.Errors, LastError: p.LastCheckError()}
+	var sum backend.PoolStats
 	add := func(user string, p *backend.Pool) {
 		st := p.Stats()
-		u := PoolUse{User: user, Open: st.Open, InUse: st.InUse, Idle: st.Idle, Waits: st.Waits,
-			WaitMs: float64(st.WaitTime) / float64(time.Millisecond), Timeouts: st.Timeouts}
-		b.Pools = append(b.Pools, u)
-		b.Open, b.InUse, b.Idle, b.Waits, b.WaitMs, b.Timeouts = b.Open+u.Open, b.InUse+u.InUse, b.Idle+u.Idle,
-			b.Waits+u.Waits, b.WaitMs+u.WaitMs, b.Timeouts+u.Timeouts
+		sum = sum.Add(st)
+		b.Pools = append(b.Pools, poolUse(user, st))
 	}
 	add(n.User(), p)
 	for _, v := range views {
@@ -210,7 +208,15 @@ func backendOf(node string, n *backend.Node, p *backend.Pool, weight int, views 
 			add(v.User(), vp)
 		}
 	}
+	all := poolUse("", sum)
+	b.Open, b.InUse, b.Idle, b.Waits, b.WaitMs, b.Timeouts = all.Open, all.InUse, all.Idle, all.Waits, all.WaitMs, all.Timeouts
 	return b
+}
+
+// poolUse is a pool's stats st as REST shows them.
+func poolUse(user string, st backend.PoolStats) PoolUse {
+	return PoolUse{User: user, Open: st.Open, InUse: st.InUse, Idle: st.Idle, Waits: st.Waits,
+		WaitMs: float64(st.WaitTime) / float64(time.Millisecond), Timeouts: st.Timeouts}
 }
 
 // adminArg is the error for a bad argument to an operator control.

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -127,5 +126,3 @@ func (s *Server) keepHistory() {
 
 // metricReader is a metric History reads (a histogram or a counter).
 type metricReader interface{ Write(*dto.Metric) error }
-
-var _ metricReader = prometheus.Counter(nil)

@@ -91,12 +91,12 @@ type Session struct {
 
 	// Statement time limits (see timeout.go): the client's SET
 	// max_execution_time (-1: none set), the user's or schema's, the
-	// timer and the start (procState.since) of the statement it is for.
+	// timer, and the running statement's deadline for it (unix nanos;
+	// MaxInt64 once the statement is over).
 	maxExec    time.Duration
 	cfgMaxExec time.Duration
 	timer      *time.Timer
-	timeoutFor atomic.Int64
-	deadlineNs atomic.Int64 // the armed statement's deadline, unix nanos
+	deadlineNs atomic.Int64
 
 	killed atomic.Bool
 	busy   atomic.Bool

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,7 +132,6 @@ func (s *Session) armTimeout(d time.Duration) {
 	tr.deadline = tr.start.Add(d)
 	tr.limit, tr.mariaDB = d, s.greetMariaDB
 	s.lease.Deadline = tr.deadline
-	s.timeoutFor.Store(tr.proc.since.Load())
 	s.deadlineNs.Store(tr.deadline.UnixNano())
 	if s.timer == nil {
 		s.timer = time.AfterFunc(time.Until(tr.deadline), s.onTimeout)
@@ -144,6 +144,7 @@ func (s *Session) armTimeout(d time.Duration) {
 func (s *Session) disarmTimeout() {
 	if !s.tr.deadline.IsZero() {
 		s.timer.Stop()
+		s.deadlineNs.Store(math.MaxInt64) // a late call of the timer finds no statement to stop
 		s.lease.Deadline = time.Time{}
 	}
 }
@@ -153,8 +154,8 @@ func (s *Session) onTimeout() {
 	p := &s.tr.proc
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd.Load() < 0 || p.since.Load() != s.timeoutFor.Load() || time.Now().UnixNano() < s.deadlineNs.Load() {
-		return // that statement is over (a late call: the next one has its own deadline)
+	if time.Now().UnixNano() < s.deadlineNs.Load() {
+		return // a late call: that statement is over (the next one may have a deadline of its own)
 	}
 	s.tr.timedOut.Store(true)
 	s.killQueriesLocked()

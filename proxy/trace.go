@@ -125,10 +125,14 @@ func (t *trace) Committing() {
 
 // Released: bc went back to its pool; a KILL QUERY must not reach it now.
 func (t *trace) Released(bc *backend.Conn) {
-	t.proc.mu.Lock()
-	if i := slices.Index(t.conns, bc); i >= 0 {
-		t.conns = slices.Delete(t.conns, i, i+1)
+	// Only the session's goroutine changes conns: it may look without
+	// the lock, and takes it only to change them.
+	i := slices.Index(t.conns, bc)
+	if i < 0 {
+		return
 	}
+	t.proc.mu.Lock()
+	t.conns = slices.Delete(t.conns, i, i+1)
 	t.proc.mu.Unlock()
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -23,18 +21,6 @@ func backendStatements(p *testProxy) map[string]int64 {
 		}
 	}
 	return out
-}
-
-// metricsText is the proxy's /metrics page.
-func metricsText(t *testing.T, p *testProxy) string {
-	t.Helper()
-	resp, err := http.Get(p.Web + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }
 
 // Backend statement counts take every leg of fan-outs and merges: a
@@ -107,7 +93,7 @@ func TestHonestBackendCounters(t *testing.T) {
 			t.Errorf("SHOW BACKENDS: node1 statements %s, want %d", r[stmts], after["node1"])
 		}
 	}
-	if m := metricsText(t, p); !strings.Contains(m, fmt.Sprintf(`keyshard_backend_statements_total{addr="%s",node="node1",role="master"}`, n1)) {
+	if m := scrape(t, p); !strings.Contains(m, fmt.Sprintf(`keyshard_backend_statements_total{addr="%s",node="node1",role="master"}`, n1)) {
 		t.Errorf("/metrics has no statement count of node1")
 	}
 
@@ -152,7 +138,7 @@ func TestHonestBackendCounters(t *testing.T) {
 			t.Errorf("SHOW BACKENDS: node1 OpenConn %s, want the pools' sum %d", r[openCol], open)
 		}
 	}
-	m := metricsText(t, p)
+	m := scrape(t, p)
 	for _, u := range []string{"ks", "ks_reader"} {
 		if !strings.Contains(m, fmt.Sprintf(`keyshard_pool_connections{addr="%s",node="node1",role="master",user="%s"}`, n1, u)) {
 			t.Errorf("/metrics has no pool of backend user %s on node1", u)
@@ -199,7 +185,7 @@ func TestAdminChangesLoggedAndWarned(t *testing.T) {
 	if st.AdminChanges != 4 || st.Reloads != 0 {
 		t.Fatalf("status: admin_changes %d, reloads %d; want 4 and 0", st.AdminChanges, st.Reloads)
 	}
-	if m := metricsText(t, p); !strings.Contains(m, "keyshard_admin_changes_total 4") || !strings.Contains(m, "keyshard_config_reloads_total 0") {
+	if m := scrape(t, p); !strings.Contains(m, "keyshard_admin_changes_total 4") || !strings.Contains(m, "keyshard_config_reloads_total 0") {
 		t.Errorf("/metrics: admin changes and reloads not 4 and 0")
 	}
 

@@ -136,7 +136,7 @@ result_cache_rules:
 			t.Fatalf("digest %s: CacheHits %s, want 3", id, r[5])
 		}
 	}
-	m := metricsText(t, p)
+	m := scrape(t, p)
 	for _, want := range []string{"keyshard_result_cache_hits_total 10", "keyshard_result_cache_entries "} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %q", want)
