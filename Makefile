@@ -33,6 +33,7 @@ build: ## build bin/keyshard (version from git describe)
 
 test: fmtcheck vet ## gofmt check, go vet, go test -race ./... (end-to-end tests start their own MariaDB), 5s of each fuzz target, then the driver matrix
 	scripts/backends.sh install
+	scripts/etcd.sh install
 	$(GO) test -race -count=1 -timeout 12m ./...
 	GO="$(GO)" scripts/install_test.sh
 	FUZZTIME=5s GO="$(GO)" scripts/fuzz.sh

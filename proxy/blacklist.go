@@ -73,6 +73,12 @@ func loadBlacklist(path string) (*blacklist, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseBlacklist(data)
+}
+
+// parseBlacklist reads a blacklist file's content: one statement per
+// line; blank lines and lines starting with # are skipped.
+func parseBlacklist(data []byte) (*blacklist, error) {
 	var sqls []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)

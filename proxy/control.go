@@ -259,6 +259,11 @@ func (c Controls) SetBackendDown(node, role, addr string, down bool) error {
 	if err != nil {
 		return err
 	}
+	if s.link != nil {
+		if err := s.setDownShared(node, p.Role().String(), p.Addr(), down, c.by); err != nil {
+			return err
+		}
+	}
 	p.SetAdminDown(down)
 	return c.done(fmt.Sprintf("node %s: %s %s %s", node, p.Role(), p.Addr(), map[bool]string{true: "down", false: "up"}[down]), nil)
 }
@@ -400,6 +405,9 @@ func (c Controls) DelBlackSQL(sql string) error {
 }
 
 func (s *Server) setBlack(edit func(*blacklist) (*blacklist, error)) error {
+	if s.link != nil {
+		return s.setBlackShared(edit)
+	}
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	nb, err := edit(s.black.Load())
@@ -413,7 +421,12 @@ func (s *Server) setBlack(edit func(*blacklist) (*blacklist, error)) error {
 // SaveConfig writes the running settings that admin commands change
 // (allow_ips, log_sql, slow_log_time, slaves) into the config file,
 // keeping its comments, and the blacklist into blacklist_sql_file.
+// On a shared config there is nothing to save: every change was
+// written to etcd when it was made.
 func (c Controls) SaveConfig() error {
+	if c.s.link != nil {
+		return c.done("config save (nothing to do: changes are written to "+c.s.link.store.Source()+" as they are made)", nil)
+	}
 	return c.done("config saved to "+c.s.Config().Source(), c.s.saveConfig())
 }
 

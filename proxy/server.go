@@ -55,6 +55,7 @@ type Server struct {
 	local        config.Local   // this instance's own settings (flags, environment), over every config loaded
 	offline      atomic.Bool    // admin 'change proxy offline': new connections refused
 	admin        atomic.Pointer[AdminFunc]
+	link         *clusterLink // the shared config in etcd; nil: the config is a file
 
 	tlsConf    *tls.Config
 	rsaKey     *rsa.PrivateKey
@@ -86,7 +87,24 @@ type Server struct {
 // New builds a server from a validated config. Backend pools start warming
 // in the background; a dead backend is not an error here.
 func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
-	s := &Server{log: log, started: time.Now()}
+	black, err := loadBlacklist(cfg.BlacklistSQLFile)
+	if err != nil {
+		return nil, fmt.Errorf("blacklist_sql_file: %w", err)
+	}
+	s, err := newServer(cfg, log, nil, black)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Source() != "" {
+		go s.watchConfig(fileSum(cfg.Source()))
+	}
+	return s, nil
+}
+
+// newServer is New with the config's link to etcd (nil: a file) and the
+// SQL blacklist.
+func newServer(cfg *config.Config, log *zap.Logger, link *clusterLink, black *blacklist) (*Server, error) {
+	s := &Server{log: log, started: time.Now(), link: link}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
@@ -118,10 +136,6 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	black, err := loadBlacklist(cfg.BlacklistSQLFile)
-	if err != nil {
-		return nil, fmt.Errorf("blacklist_sql_file: %w", err)
-	}
 	s.black.Store(black)
 	snap.rev, snap.applied = 1, time.Now()
 	s.startCfg = cfg
@@ -132,9 +146,6 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	s.seqs = newSequences(s)
 	go s.xa.run()
 	go s.keepHistory()
-	if cfg.Source() != "" {
-		go s.watchConfig(fileSum(cfg.Source()))
-	}
 	return s, nil
 }
 
@@ -539,6 +550,7 @@ loop:
 	}
 	s.cancel()
 	<-s.xa.stopped
+	s.leaveCluster()
 	s.reloadMu.Lock() // no reload swaps in new nodes after this
 	for _, n := range s.snap.Load().allNodes() {
 		n.Close()

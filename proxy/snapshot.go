@@ -243,10 +243,32 @@ func (e *PlacementError) Error() string {
 // placementChanges describes how cfg would move the rows of the sharded
 // tables of old (router.PlacementChanges), user by user.
 func placementChanges(old *snapshot, cfg *config.Config) []string {
+	return placementFrom(func(user string) (router.SchemaConfig, bool) {
+		rc, ok := old.routeCfgs[user]
+		return rc, ok
+	}, cfg)
+}
+
+// PlacementChanges describes how next would move the rows of the sharded
+// tables of old: a config Reload refuses unless forced (for keyshard
+// config push).
+func PlacementChanges(old, next *config.Config) []string {
+	return placementFrom(func(user string) (router.SchemaConfig, bool) {
+		sc, ok := old.SchemaFor(user)
+		if !ok {
+			return router.SchemaConfig{}, false
+		}
+		return routeConfig(sc), true
+	}, next)
+}
+
+// placementFrom describes how cfg would move the rows of the sharded
+// tables whose rules prev returns, user by user.
+func placementFrom(prev func(user string) (router.SchemaConfig, bool), cfg *config.Config) []string {
 	var out []string
 	for i := range cfg.SchemaList {
 		sc := &cfg.SchemaList[i]
-		prev, ok := old.routeCfgs[sc.User]
+		prev, ok := prev(sc.User)
 		if !ok {
 			continue
 		}
@@ -262,6 +284,9 @@ func placementChanges(old *snapshot, cfg *config.Config) []string {
 // If edit or validation fails, nothing changes. It is not a reload: the
 // caller (Controls) logs and counts it.
 func (s *Server) change(edit func(*config.Config) error) error {
+	if s.link != nil {
+		return s.changeShared(edit)
+	}
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	old := s.snap.Load()
@@ -296,6 +321,9 @@ func (s *Server) reloadLocked(cfg *config.Config, black *blacklist, force bool) 
 			zap.String("source", cfg.Source()), zap.Strings("changes", changes))
 	}
 	var err error
+	if black == nil && s.link != nil {
+		black = s.black.Load() // the shared one, applied apart (applyStoreLocked)
+	}
 	if black == nil {
 		if black, err = loadBlacklist(cfg.BlacklistSQLFile); err != nil {
 			s.failedReload(reload)
@@ -342,6 +370,9 @@ func (s *Server) failedReload(reload bool) {
 // config came from, and reloads it. An invalid file changes nothing.
 // force applies a config that moves existing rows (see Reload).
 func (s *Server) ReloadFile(force bool) ([]string, error) {
+	if s.link != nil {
+		return s.reloadShared(force)
+	}
 	path := s.Config().Source()
 	cfg, warnings, err := config.Load(path)
 	if err == nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/keyshard/keyshard/etc"
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/admin"
+	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -38,11 +39,16 @@ const usage = `keyshard, a MySQL sharding proxy
 Usage:
   keyshard [flags]                   serve (the default)
   keyshard check-config [-h] FILE    validate a config file; exit 0 if it is good
+  keyshard config push|pull|diff     the shared config in etcd (keyshard config help)
   keyshard version                   print the version
   keyshard help [config]             this text; with config, every ks.yaml key documented
 
 Flags (kingshard's are accepted):
-  -config FILE       the config file (default etc/ks.yaml)
+  -config FILE|URL   the config file (default etc/ks.yaml), or a config shared
+                     by several instances in etcd:
+                     etcd://host:port[,host:port...]/prefix (etcds:// for TLS)
+  -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user, -etcd-password
+                     etcd TLS and credentials (env KEYSHARD_ETCD_CACERT, ...)
   -log-level LEVEL   debug, info, warn or error: overrides log_level
   -addr HOST:PORT    this instance's MySQL listener, over the config's addr
                      (env KEYSHARD_ADDR): several instances can share a config
@@ -54,7 +60,8 @@ Flags (kingshard's are accepted):
   -h, -help          this text
 
 Signals:
-  SIGHUP             reload the config file (an invalid file changes nothing)
+  SIGHUP             reload the config file or etcd document (an invalid one
+                     changes nothing)
   SIGTERM, SIGINT    stop taking connections, let sessions finish their
                      statements for up to shutdown_timeout, then stop
 `
@@ -64,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "check-config":
 			return checkConfig(args[1:], stdout, stderr)
+		case "config":
+			return configCmd(args[1:], stdout, stderr)
 		case "version":
 			fmt.Fprintln(stdout, "keyshard", version)
 			return 0
@@ -86,6 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&local.Addr, "addr", "", "")
 	fs.StringVar(&local.WebAddr, "web-addr", "", "")
 	fs.StringVar(&local.Name, "name", "", "")
+	etcdOpts := etcdFlags(fs)
 	showVersion := fs.Bool("version", false, "")
 	fs.BoolVar(showVersion, "v", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -111,7 +121,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	cfg, warnings, err := config.Load(*cfgPath)
+	var (
+		cfg      *config.Config
+		warnings []string
+		err      error
+		store    *cluster.Store
+		shared   cluster.State
+	)
+	if cluster.IsURL(*cfgPath) {
+		store, shared, cfg, warnings, err = loadShared(*cfgPath, etcdOpts.FromEnv())
+	} else {
+		cfg, warnings, err = config.Load(*cfgPath)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -146,7 +167,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		log.Warn("KS_FAILPOINT set: this process will kill itself", zap.String("failpoint", fp))
 	}
-	srv, err := proxy.New(cfg, log)
+	var srv *proxy.Server
+	if store != nil {
+		srv, err = proxy.NewClustered(cfg, log, proxy.ClusterOptions{Store: store, State: shared, Local: local, Version: version})
+	} else {
+		srv, err = proxy.New(cfg, log)
+	}
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		return 1
@@ -154,6 +180,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		log.Error("cannot listen", zap.String("addr", cfg.Addr), zap.Error(err))
+		_ = srv.Shutdown(context.Background())
 		return 1
 	}
 	srv.SetLocal(local)
@@ -193,7 +220,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		case sig := <-sigc:
 			if sig == syscall.SIGHUP {
-				log.Info("SIGHUP: reloading the config", zap.String("source", *cfgPath))
+				log.Info("SIGHUP: reloading the config", zap.String("source", cfg.Source()))
 				if warnings, err := srv.ReloadFile(false); err == nil {
 					for _, w := range warnings {
 						log.Warn("config: " + w)

@@ -175,6 +175,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		return map[string]any{"since": srv.DigestsSince().UTC(), "digests": digestsJSON(top)}, nil
 	})
 	h("DELETE /api/v1/digests", func(r *http.Request) (any, error) { return nil, by(r).ResetDigests() })
+	h("GET /api/v1/proxies", func(r *http.Request) (any, error) { return orEmpty(srv.Proxies(r.Context())) })
 	h("GET /api/v1/processlist", func(r *http.Request) (any, error) {
 		full, _ := strconv.ParseBool(r.URL.Query().Get("full"))
 		return srv.Processes("", full), nil

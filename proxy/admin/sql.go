@@ -76,6 +76,7 @@ var showForms = map[string][2]string{
 	"proxy blacklist":  {"black_sql", "config"},
 	"processlist":      {"processlist", "brief"},
 	"full processlist": {"processlist", "full"},
+	"proxies":          {"proxies", "config"},
 }
 
 // parse reads an admin statement. ours is false for a SHOW that is not
@@ -484,6 +485,8 @@ func show(srv *proxy.Server, k, v string) (*proxy.AdminResult, error) {
 		return nil, argErr("admin server: cannot show (%q, %q)", k, v)
 	}
 	switch k {
+	case "proxies":
+		return showProxies(srv)
 	case "proxy":
 		if v == "status" {
 			return table([]string{"Key", "Value"}, statusRows(srv.Status())), nil
@@ -512,7 +515,34 @@ func show(srv *proxy.Server, k, v string) (*proxy.AdminResult, error) {
 		}
 		return table([]string{"BlackListSQL"}, rows), nil
 	}
-	return nil, argErr("admin server: cannot show %q: want proxy, node, schema, allow_ip, black_sql or digests", k)
+	return nil, argErr("admin server: cannot show %q: want proxy, proxies, node, schema, allow_ip, black_sql or digests", k)
+}
+
+var proxyCols = []string{"Name", "Address", "WebAddress", "Version", "Host", "PID", "Uptime", "ConfigRevision", "State", "Self"}
+
+// showProxies answers SHOW PROXIES: the live instances sharing this one's
+// config, each with the config revision it runs; one behind the newest
+// says so (and why, if it refused it).
+func showProxies(srv *proxy.Server) (*proxy.AdminResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := srv.Proxies(ctx)
+	if err != nil {
+		return nil, &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: "HY000", Message: "keyshard: SHOW PROXIES: " + err.Error()}
+	}
+	rows := make([][]string, 0, len(list))
+	for _, p := range list {
+		state := "current"
+		if !p.Current {
+			state = fmt.Sprintf("behind: runs revision %d, the newest is %d", p.ConfigRev, p.Latest)
+			if p.Error != "" {
+				state += " (" + p.Error + ")"
+			}
+		}
+		rows = append(rows, []string{p.Name, p.Addr, p.WebAddr, p.Version, p.Host, strconv.Itoa(p.PID), p.Uptime,
+			itoa(p.ConfigRev), state, map[bool]string{true: "yes", false: "no"}[p.Self]})
+	}
+	return table(proxyCols, rows), nil
 }
 
 // showDigests answers ('show', 'digests', v): v is "order,count", or just
@@ -592,6 +622,8 @@ func backendState(b proxy.Backend) string {
 var helpRows = [][]string{
 	{"admin help", "this list"},
 	{"SHOW PROXY STATUS | admin server(opt,k,v) values('show','proxy','status')", "online, connections, sessions, reloads, uptime"},
+	{"SHOW PROXIES | admin server(opt,k,v) values('show','proxies','config')",
+		"the keyshard instances sharing this config (etcd): address, version, config revision; one behind the newest is flagged"},
 	{"SHOW PROXY CONFIG | admin server(opt,k,v) values('show','proxy','config')", "the running settings (no passwords)"},
 	{"SHOW BACKENDS | admin server(opt,k,v) values('show','node','config')", "every master and slave: state, connections, lag, statements"},
 	{"SHOW SHARD RULES | admin server(opt,k,v) values('show','schema','config')", "schemas and shard rules"},

@@ -156,12 +156,27 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
-	obs, logs := observer.New(zap.InfoLevel)
-	log := zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(), obs))
+	log, logs := testLogger(t)
 	srv, err := proxy.New(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := serveTestProxy(t, srv, ln, logs)
+	p.File = path
+	return p
+}
+
+// testLogger is keyshard's log in a test: warnings and errors in the
+// test's output, everything from Info up kept for the test to read.
+func testLogger(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
+	obs, logs := observer.New(zap.InfoLevel)
+	return zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core(), obs)), logs
+}
+
+// serveTestProxy serves srv on ln with admin SQL and the web API, until
+// the test ends.
+func serveTestProxy(t *testing.T, srv *proxy.Server, ln net.Listener, logs *observer.ObservedLogs) *testProxy {
+	t.Helper()
 	srv.SetAdmin(admin.SQL(srv))
 	mux := admin.Handler(srv, func() error { return nil })
 	admin.REST(mux, srv)
@@ -177,7 +192,7 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 		}
 		<-done
 	})
-	return &testProxy{Addr: addr, Srv: srv, Web: web.URL, File: path, Logs: logs}
+	return &testProxy{Addr: ln.Addr().String(), Srv: srv, Web: web.URL, Logs: logs}
 }
 
 // open returns a database/sql handle through the proxy.

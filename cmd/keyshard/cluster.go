@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/cluster"
+	"github.com/keyshard/keyshard/proxy/config"
+)
+
+// etcdFlags adds the etcd connection flags (TLS, credentials) to fs.
+func etcdFlags(fs *flag.FlagSet) *cluster.Options {
+	o := &cluster.Options{}
+	fs.StringVar(&o.CACert, "etcd-cacert", "", "")
+	fs.StringVar(&o.Cert, "etcd-cert", "", "")
+	fs.StringVar(&o.Key, "etcd-key", "", "")
+	fs.StringVar(&o.User, "etcd-user", "", "")
+	fs.StringVar(&o.Password, "etcd-password", "", "")
+	return o
+}
+
+const configUsage = `usage:
+  keyshard config push [-force] [-blacklist FILE] FILE URL
+                         validate FILE, then make it the shared config at URL
+                         (etcd://host:port[,host:port...]/prefix). Refused if
+                         someone wrote the document since it was read, or if
+                         it moves rows of existing sharded tables (unless
+                         -force); -blacklist also replaces the SQL blacklist
+  keyshard config pull URL
+                         print the shared config document
+  keyshard config diff FILE URL
+                         the differences from the shared document to FILE;
+                         exit 0 if none, 1 if some
+
+etcd TLS and credentials: -etcd-cacert, -etcd-cert, -etcd-key, -etcd-user,
+-etcd-password flags (before the arguments), or KEYSHARD_ETCD_CACERT,
+KEYSHARD_ETCD_CERT, KEYSHARD_ETCD_KEY, KEYSHARD_ETCD_USER,
+KEYSHARD_ETCD_PASSWORD; etcds:// turns TLS on with the system's CAs.
+`
+
+// configCmd is `keyshard config push|pull|diff`.
+func configCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" {
+		fmt.Fprint(stdout, configUsage)
+		return 0
+	}
+	fs := flag.NewFlagSet("keyshard config", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts := etcdFlags(fs)
+	force := fs.Bool("force", false, "")
+	blackFile := fs.String("blacklist", "", "")
+	want := map[string]int{"push": 2, "pull": 1, "diff": 2}[args[0]]
+	if err := fs.Parse(args[1:]); err != nil || want == 0 || fs.NArg() != want ||
+		args[0] != "push" && (*force || *blackFile != "") {
+		fmt.Fprint(stderr, configUsage)
+		return 2
+	}
+	rawURL := fs.Arg(want - 1)
+	if !cluster.IsURL(rawURL) {
+		fmt.Fprintf(stderr, "keyshard config: %q is not an etcd URL (etcd://host:port/prefix)\n", rawURL)
+		return 2
+	}
+	store, err := cluster.Open(rawURL, opts.FromEnv())
+	if err != nil {
+		fmt.Fprintln(stderr, "keyshard config:", err)
+		return 1
+	}
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	st, err := store.Read(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "keyshard config:", err)
+		return 1
+	}
+	switch args[0] {
+	case "pull":
+		if st.ConfigRev == 0 {
+			fmt.Fprintf(stderr, "keyshard config: %s: no config document yet (keyshard config push FILE URL writes one)\n", store.Source())
+			return 1
+		}
+		_, _ = stdout.Write(st.Config)
+		return 0
+	case "diff":
+		file, err := os.ReadFile(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintln(stderr, "keyshard config:", err)
+			return 2
+		}
+		d := unifiedDiff(store.Source(), fs.Arg(0), string(st.Config), string(file))
+		if d == "" {
+			return 0
+		}
+		fmt.Fprint(stdout, d)
+		return 1
+	}
+	return push(ctx, store, st, fs.Arg(0), *blackFile, *force, stdout, stderr)
+}
+
+// push is `keyshard config push`.
+func push(ctx context.Context, store *cluster.Store, st cluster.State, path, blackFile string, force bool, stdout, stderr io.Writer) int {
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "keyshard config:", err)
+		return 1
+	}
+	next, warnings, err := config.Parse(doc, path)
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\nkeyshard config: nothing pushed\n", err)
+		return 1
+	}
+	if st.ConfigRev != 0 {
+		old, _, err := config.Parse(st.Config, store.Source())
+		if err == nil {
+			if moves := proxy.PlacementChanges(old, next); len(moves) > 0 && !force {
+				fmt.Fprintf(stderr, "keyshard config: nothing pushed: %s changes where the rows of existing sharded tables are looked for:\n  %s\n"+
+					"Rows already written would seem lost. Move them first, then push with -force.\n", path, strings.Join(moves, "\n  "))
+				return 1
+			}
+		}
+	}
+	if blackFile != "" {
+		black, err := os.ReadFile(blackFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "keyshard config:", err)
+			return 1
+		}
+		if _, err := store.PutBlacklist(ctx, black, st.BlacklistRev); err != nil {
+			fmt.Fprintf(stderr, "keyshard config: blacklist not pushed: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: blacklist from %s\n", store.Source(), blackFile)
+	}
+	if st.ConfigRev != 0 && bytes.Equal(st.Config, doc) && !force {
+		fmt.Fprintf(stdout, "%s: unchanged (revision %d)\n", store.Source(), st.ConfigRev)
+		return 0
+	}
+	rev, err := store.PutConfig(ctx, doc, st.ConfigRev, force)
+	if errors.Is(err, cluster.ErrConflict) {
+		fmt.Fprintf(stderr, "keyshard config: nothing pushed: %v; pull it, look, and push again\n", err)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "keyshard config: nothing pushed:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: %s pushed, revision %d (was %d)\n", store.Source(), path, rev, st.ConfigRev)
+	return 0
+}
+
+// loadShared reads the config document at rawURL for serving.
+func loadShared(rawURL string, o cluster.Options) (*cluster.Store, cluster.State, *config.Config, []string, error) {
+	store, err := cluster.Open(rawURL, o)
+	if err != nil {
+		return nil, cluster.State{}, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	st, err := store.Read(ctx)
+	if err == nil && st.ConfigRev == 0 {
+		err = fmt.Errorf("%s: no config document yet; write one with: keyshard config push FILE %s", store.Source(), store.Source())
+	}
+	if err != nil {
+		store.Close()
+		return nil, st, nil, nil, err
+	}
+	cfg, warnings, err := config.Parse(st.Config, store.Source())
+	if err != nil {
+		store.Close()
+		return nil, st, nil, warnings, err
+	}
+	return store, st, cfg, warnings, nil
+}

@@ -1,0 +1,386 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/keyshard/keyshard/proxy/cluster"
+	"github.com/keyshard/keyshard/proxy/config"
+	"go.uber.org/zap"
+)
+
+// A server started from etcd (-config etcd://...) shares its config with
+// every instance on the same prefix: it applies each new revision of the
+// document through the same validated snapshot swap a file reload uses,
+// writes admin and REST changes back with a compare-and-swap on the
+// revision they started from, and lists itself as a member. If etcd is
+// lost it keeps serving on the last config it applied, and catches up
+// when etcd returns.
+
+// ClusterOptions start a server on a shared config (NewClustered).
+type ClusterOptions struct {
+	Store   *cluster.Store
+	State   cluster.State // as read at start; its Config parsed into the cfg given
+	Local   config.Local  // already applied to the cfg given
+	Version string        // of this binary, for the member list
+}
+
+// clusterLink is the server's link to the shared config (Server.link).
+type clusterLink struct {
+	store   *cluster.Store
+	version string
+	host    string
+
+	// Under Server.reloadMu:
+	doc       []byte // the config document at configRev: admin changes rewrite it
+	configRev int64  // the document's etcd revision last applied (or refused)
+	blackRev  int64  // the blacklist's etcd revision applied
+	failedRev int64  // a revision that failed to apply (not retried until it changes)
+
+	// What the member entry says; mu because Register reads it.
+	mu      sync.Mutex
+	applied int64 // the config revision running
+	at      time.Time
+	err     string // why the newest revision is not running
+	update  chan struct{}
+	left    chan struct{} // closed when the member entry is gone
+	readErr time.Time     // when a failed read of the store was last logged
+}
+
+// NewClustered builds a server like New whose config is o.State's
+// document: it follows the document's changes and registers itself as a
+// member until Shutdown.
+func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Server, error) {
+	host, _ := os.Hostname()
+	l := &clusterLink{store: o.Store, version: o.Version, host: host, doc: o.State.Config,
+		configRev: o.State.ConfigRev, blackRev: o.State.BlacklistRev, applied: o.State.ConfigRev, at: time.Now(),
+		update: make(chan struct{}, 1), left: make(chan struct{})}
+	black, err := parseBlacklist(o.State.Blacklist)
+	if err != nil {
+		return nil, fmt.Errorf("%s: blacklist: %w", o.Store.Source(), err)
+	}
+	s, err := newServer(cfg, log, l, black)
+	if err != nil {
+		return nil, err
+	}
+	s.local = o.Local
+	s.reloadMu.Lock()
+	s.applyDown(o.State.Down)
+	s.reloadMu.Unlock()
+	// Listed before it serves; if etcd fails just now, the entry comes
+	// when it answers.
+	run := l.store.Register(s.ctx, s.member, l.update, log)
+	go func() {
+		defer close(l.left)
+		run()
+	}()
+	go s.followStore(o.State.Rev)
+	return s, nil
+}
+
+// member is this instance's entry in the member list.
+func (s *Server) member() cluster.Member {
+	l := s.link
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return cluster.Member{Name: s.Name(), Addr: s.startCfg.Addr, WebAddr: s.startCfg.WebAddr, Version: l.version,
+		Host: l.host, PID: os.Getpid(), Started: s.started, ConfigRev: l.applied, Applied: l.at, Error: l.err}
+}
+
+// noted records the outcome of applying revision rev (err nil: it runs)
+// in the member entry.
+func (l *clusterLink) noted(rev int64, err error) {
+	l.mu.Lock()
+	if err == nil {
+		l.applied, l.at, l.err = rev, time.Now(), ""
+	} else {
+		l.err = fmt.Sprintf("revision %d not applied: %v", rev, err)
+	}
+	l.mu.Unlock()
+	select {
+	case l.update <- struct{}{}:
+	default:
+	}
+}
+
+// followStore applies the shared state each time it changes (and every
+// 30 s, in case a change was missed), until the server stops.
+func (s *Server) followStore(rev int64) {
+	changed := s.link.store.Watch(s.ctx, rev)
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+		_, _ = s.syncStore(false)
+	}
+}
+
+// syncStore reads the shared state and applies what changed: the config
+// document (force: even if unchanged, as forced), the blacklist, the
+// backends taken down. If etcd cannot be read the running config stays.
+func (s *Server) syncStore(force bool) ([]string, error) {
+	l := s.link
+	st, err := l.store.Read(s.ctx)
+	if err != nil {
+		if s.ctx.Err() == nil && time.Since(l.readErr) > 10*time.Second {
+			l.readErr = time.Now()
+			s.log.Warn("cluster: cannot read the shared config; serving on the last one applied", zap.Error(err))
+		}
+		return nil, err
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	if !l.readErr.IsZero() {
+		l.readErr = time.Time{}
+		s.log.Info("cluster: the shared config can be read again", zap.String("source", l.store.Source()))
+	}
+	return s.applyStoreLocked(st, force)
+}
+
+// applyStoreLocked applies state st (under reloadMu).
+func (s *Server) applyStoreLocked(st cluster.State, force bool) ([]string, error) {
+	l := s.link
+	if st.BlacklistRev != l.blackRev {
+		if black, err := parseBlacklist(st.Blacklist); err != nil {
+			s.log.Warn("cluster: the shared blacklist was not applied", zap.Error(err))
+		} else {
+			s.black.Store(black)
+			l.blackRev = st.BlacklistRev
+			s.log.Info("cluster: blacklist applied", zap.Int64("etcd_revision", st.BlacklistRev), zap.Int("entries", len(black.sqls)))
+		}
+	}
+	var warnings []string
+	var err error
+	switch {
+	case st.ConfigRev == 0:
+		err = fmt.Errorf("%s: %w (keyshard config push FILE URL writes one); the running config stays", l.store.Source(), cluster.ErrNoConfig)
+	case st.ConfigRev != l.configRev && st.ConfigRev != l.failedRev || force:
+		warnings, err = s.applyDocLocked(st.Config, st.ConfigRev, force || st.Forced)
+	}
+	s.applyDown(st.Down)
+	return warnings, err
+}
+
+// applyDocLocked parses and applies the config document doc at etcd
+// revision rev (under reloadMu).
+func (s *Server) applyDocLocked(doc []byte, rev int64, force bool) ([]string, error) {
+	l := s.link
+	cfg, warnings, err := config.Parse(doc, l.store.Source())
+	if err == nil {
+		err = s.local.Apply(cfg)
+	}
+	if err == nil {
+		var more []string
+		more, err = s.reloadLocked(cfg, nil, force)
+		warnings = append(warnings, more...)
+	} else {
+		s.reloadErrors.Add(1)
+		s.log.Warn("cluster: the shared config is not valid and was not applied; the running config stays",
+			zap.Int64("etcd_revision", rev), zap.Error(err))
+	}
+	l.noted(rev, err)
+	if err != nil {
+		l.failedRev = rev
+		return warnings, err
+	}
+	l.doc, l.configRev, l.failedRev = doc, rev, 0
+	return warnings, nil
+}
+
+// applyDown puts the backends in marks out of service and every other
+// one back (under reloadMu): in a cluster, the marks in etcd are the
+// operators' word. A mark for a backend the config lacks is ignored.
+func (s *Server) applyDown(marks []cluster.Down) {
+	want := map[string]bool{}
+	for _, d := range marks {
+		want[d.Node+"\x00"+d.Addr] = true
+	}
+	for name, n := range s.snap.Load().nodes {
+		for _, p := range n.Pools() {
+			if down := want[name+"\x00"+p.Addr()]; down != p.AdminDown() {
+				p.SetAdminDown(down)
+			}
+		}
+	}
+}
+
+// sharedTries: a change that lost the compare-and-swap this many
+// times is reported instead of tried again.
+const sharedTries = 10
+
+// shared runs try, which writes one change to the shared store with a
+// compare-and-swap, until it does not lose to another writer: after a
+// lost race the newest state is applied and try runs again on it.
+func (s *Server) shared(try func() error) error {
+	for i := 1; ; i++ {
+		err := try()
+		if !errors.Is(err, cluster.ErrConflict) {
+			return err
+		}
+		if i == sharedTries {
+			return fmt.Errorf("keyshard: nothing changed: the shared config at %s changed under this change %d times in a row "+
+				"(other instances or operators writing); try again", s.link.store.Source(), sharedTries)
+		}
+		if _, err := s.syncStore(false); err != nil && errors.Is(err, cluster.ErrNoConfig) {
+			return err
+		}
+		// Writers that keep colliding (each instance's edits are one at
+		// a time, so these are other instances') draw apart.
+		time.Sleep(time.Duration(1+rand.IntN(10*i)) * time.Millisecond)
+	}
+}
+
+// storeErr is an etcd failure while making a change: nothing changed.
+func (s *Server) storeErr(err error) error {
+	if errors.Is(err, cluster.ErrConflict) {
+		return err
+	}
+	return fmt.Errorf("keyshard: nothing changed: the shared config cannot be written: %w", err)
+}
+
+// changeShared is change for a server on a shared config: edit is applied
+// to the running config, the result written into the document at the
+// revision it came from (compare-and-swap), then applied here; the other
+// instances apply it when they see it.
+func (s *Server) changeShared(edit func(*config.Config) error) error {
+	l := s.link
+	return s.shared(func() error {
+		s.reloadMu.Lock()
+		defer s.reloadMu.Unlock()
+		cfg := s.snap.Load().cfg.Clone()
+		if err := edit(cfg); err != nil {
+			return err
+		}
+		if err := cfg.Validate(); err != nil {
+			return adminArg("keyshard: the change would make the config invalid, nothing changed: %v", err)
+		}
+		doc, err := cfg.Rewrite(l.doc)
+		var next *config.Config
+		if err == nil {
+			next, _, err = config.Parse(doc, l.store.Source()) // as every instance will read it
+		}
+		if err == nil {
+			err = s.local.Apply(next)
+		}
+		if err != nil {
+			return adminArg("keyshard: the change would make the shared config invalid, nothing changed: %v", err)
+		}
+		rev, err := l.store.PutConfig(s.ctx, doc, l.configRev, false)
+		if err != nil {
+			return s.storeErr(err)
+		}
+		_, err = s.reloadLocked(next, s.black.Load(), false)
+		l.noted(rev, err)
+		l.doc, l.configRev = doc, rev
+		return err
+	})
+}
+
+// setBlackShared is setBlack for a server on a shared config.
+func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error {
+	l := s.link
+	return s.shared(func() error {
+		s.reloadMu.Lock()
+		defer s.reloadMu.Unlock()
+		nb, err := edit(s.black.Load())
+		if err != nil {
+			return err
+		}
+		rev, err := l.store.PutBlacklist(s.ctx, nb.file(), l.blackRev)
+		if err != nil {
+			return s.storeErr(err)
+		}
+		s.black.Store(nb)
+		l.blackRev = rev
+		return nil
+	})
+}
+
+// setDownShared records an operator's down/up of a backend in the shared
+// store (under reloadMu), for every instance.
+func (s *Server) setDownShared(node, role, addr string, down bool, by Actor) error {
+	d := cluster.Down{Node: node, Role: role, Addr: addr, By: by.User + " via " + by.Via + " on " + s.Name(), At: time.Now()}
+	if err := s.link.store.SetDown(s.ctx, d, down); err != nil {
+		return s.storeErr(err)
+	}
+	return nil
+}
+
+// reloadShared is ReloadFile for a server on a shared config: the newest
+// document is read and applied. force writes it back marked as forced,
+// so that every instance applies it even if it moves existing rows.
+func (s *Server) reloadShared(force bool) ([]string, error) {
+	l := s.link
+	if force {
+		st, err := l.store.Read(s.ctx)
+		if err != nil {
+			return nil, s.storeErr(err)
+		}
+		if st.ConfigRev == 0 {
+			return nil, fmt.Errorf("%s: %w", l.store.Source(), cluster.ErrNoConfig)
+		}
+		if _, err := l.store.PutConfig(s.ctx, st.Config, st.ConfigRev, true); err != nil {
+			return nil, s.storeErr(err)
+		}
+	}
+	return s.syncStore(force)
+}
+
+// leaveCluster removes this instance from the member list (Shutdown),
+// waiting at most a second, and closes the store.
+func (s *Server) leaveCluster() {
+	if s.link == nil {
+		return
+	}
+	select {
+	case <-s.link.left:
+	case <-time.After(time.Second):
+	}
+	_ = s.link.store.Close()
+}
+
+// Proxy is one keyshard instance of the cluster for SHOW PROXIES and the
+// REST API.
+type Proxy struct {
+	cluster.Member
+	Self bool `json:"self"` // the instance answering
+	// Current: it runs the newest config document; false flags an
+	// instance behind (its config_error says why, if it refused it).
+	Current bool   `json:"current"`
+	Latest  int64  `json:"latest_revision"` // the newest document's revision
+	Uptime  string `json:"uptime"`
+}
+
+// Proxies lists the live instances sharing this one's config (only this
+// one when the config is a file).
+func (s *Server) Proxies(ctx context.Context) ([]Proxy, error) {
+	if s.link == nil {
+		snap := s.snap.Load()
+		host, _ := os.Hostname()
+		m := cluster.Member{Name: s.Name(), Addr: s.startCfg.Addr, WebAddr: s.startCfg.WebAddr, Host: host, PID: os.Getpid(),
+			Started: s.started, ConfigRev: snap.rev, Applied: snap.applied}
+		return []Proxy{{Member: m, Self: true, Current: true, Latest: snap.rev, Uptime: uptime(s.started)}}, nil
+	}
+	members, latest, err := s.link.store.Members(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Proxy, 0, len(members))
+	for _, m := range members {
+		out = append(out, Proxy{Member: m, Self: m.Name == s.Name() && m.PID == os.Getpid(), Current: m.ConfigRev == latest,
+			Latest: latest, Uptime: uptime(m.Started)})
+	}
+	return out, nil
+}
+
+func uptime(t time.Time) string { return time.Since(t).Round(time.Second).String() }

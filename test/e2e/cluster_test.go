@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/cluster"
+	"github.com/keyshard/keyshard/proxy/config"
+)
+
+// Several keyshard instances on one config in a real etcd (scripts/etcd.sh):
+// admin changes reach every instance, concurrent ones are all kept, and
+// losing etcd costs no statement. etcd listens on base+44 (peer base+45).
+
+// sharedStore starts etcd and returns a store on a prefix of the test's
+// own (a reused etcd keeps what earlier runs wrote).
+func sharedStore(t *testing.T) *cluster.Store {
+	t.Helper()
+	ep := etcdUp(t, basePort+44)
+	url := fmt.Sprintf("etcd://%s/e2e/%s-%d", ep, t.Name(), time.Now().UnixNano())
+	st, err := cluster.Open(url, cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// pushDoc writes doc as the shared config (as keyshard config push does),
+// over whatever revision is there.
+func pushDoc(t *testing.T, st *cluster.Store, doc string, forced bool) int64 {
+	t.Helper()
+	cur, err := st.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := st.PutConfig(context.Background(), []byte(doc), cur.ConfigRev, forced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+// startClusterProxy starts an instance called name on the shared config
+// of st, listening on a port of its own (as -addr does).
+func startClusterProxy(t *testing.T, st *cluster.Store, name string) *testProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each instance its own connection to etcd, as separate processes.
+	store, err := cluster.Open(st.Source(), cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := store.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := config.Parse(state.Config, store.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := config.Local{Addr: ln.Addr().String(), Name: name}
+	if err := local.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	log, logs := testLogger(t)
+	srv, err := proxy.NewClustered(cfg, log, proxy.ClusterOptions{Store: store, State: state, Local: local, Version: "e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveTestProxy(t, srv, ln, logs)
+}
+
+// within polls cond for up to d: what must hold within a second or two.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("%s: after %s", what, time.Since(start).Round(time.Millisecond))
+}
+
+const clusterWeb = "web_user: admin\nweb_password: webpw\n"
+
+func TestClusterSharedConfig(t *testing.T) {
+	st := sharedStore(t)
+	doc := baseYAML("127.0.0.1:9696") + clusterWeb
+	pushDoc(t, st, doc, false)
+	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
+	rootA, rootB := adminDB(t, a), adminDB(t, b)
+	ksB := b.open(t, "ks:ks", "ks_test", "")
+
+	// Both listed, on the same revision.
+	rows := queryRows(t, rootA, "SHOW PROXIES")
+	if len(rows) != 2 || rows[0][0] != "ks-a" || rows[1][0] != "ks-b" || rows[0][8] != "current" || rows[1][8] != "current" ||
+		rows[0][1] != a.Addr || rows[0][9] != "yes" || rows[1][9] != "no" {
+		t.Fatalf("SHOW PROXIES on ks-a: %v", rows)
+	}
+	var list []proxy.Proxy
+	if code := rest(t, b, "GET", "/api/v1/proxies", "", true, &list); code != 200 || len(list) != 2 || !list[1].Self || list[1].Addr != b.Addr {
+		t.Fatalf("GET /api/v1/proxies on ks-b: %d %+v", code, list)
+	}
+
+	// A blacklist entry added on one instance is in force on the other.
+	mustExec(t, rootA, "admin server(opt,k,v) values('add','black_sql','select * from cl_nope where id = 1')")
+	within(t, 2*time.Second, "blacklist entry on ks-b", func() bool {
+		_, err := ksB.Exec("select * from cl_nope where id = 7")
+		return err != nil && strings.Contains(err.Error(), "blacklist")
+	})
+	// allow_ips, slow_log_time through REST on the other.
+	mustExec(t, rootB, "admin server(opt,k,v) values('add','allow_ip','127.0.0.1')")
+	within(t, 2*time.Second, "allow_ips on ks-a", func() bool { return slices.Equal(a.Srv.AllowIPs(), []string{"127.0.0.1"}) })
+	if code := rest(t, a, "PUT", "/api/v1/proxy/slow_sql/time", `{"slow_time": 250}`, true, nil); code != 200 {
+		t.Fatalf("PUT slow_log_time on ks-a: %d", code)
+	}
+	within(t, 2*time.Second, "slow_log_time on ks-b", func() bool { return b.Srv.Config().SlowLogTime == 250 })
+	// A backend taken down on one is down on both, and back up.
+	node3 := fmt.Sprintf("127.0.0.1:%d", downPort)
+	mustExec(t, rootB, "admin node(opt,node,k,v) values('down','node3','master','"+node3+"')")
+	within(t, 2*time.Second, "node3 down on ks-a", func() bool { return a.Srv.Nodes()["node3"].Master.AdminDown() })
+	mustExec(t, rootA, "admin node(opt,node,k,v) values('up','node3','master','"+node3+"')")
+	within(t, 2*time.Second, "node3 up on ks-b", func() bool { return !b.Srv.Nodes()["node3"].Master.AdminDown() })
+
+	// The document in etcd has the changes, its comments and layout kept.
+	cur, err := st.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"allow_ips: 127.0.0.1", "slow_log_time: 250", "addr: 127.0.0.1:9696"} {
+		if !strings.Contains(string(cur.Config), want) {
+			t.Errorf("shared document lacks %q:\n%s", want, cur.Config)
+		}
+	}
+	if string(cur.Blacklist) != "select * from cl_nope where id = 1\n" {
+		t.Errorf("shared blacklist: %q", cur.Blacklist)
+	}
+	// An instance keeps its own listener over the document's.
+	if a.Srv.Config().Addr != a.Addr || b.Srv.Config().Addr != b.Addr {
+		t.Errorf("listeners: %s, %s; want %s, %s", a.Srv.Config().Addr, b.Srv.Config().Addr, a.Addr, b.Addr)
+	}
+
+	// A document that does not validate is applied nowhere; SHOW PROXIES
+	// flags both instances as behind, with the reason.
+	before := a.Srv.Config()
+	bad := pushDoc(t, st, strings.Replace(string(cur.Config), "default: node1", "default: nodeX", 1), false)
+	within(t, 2*time.Second, "the invalid document flagged", func() bool {
+		rows := queryRows(t, rootB, "SHOW PROXIES")
+		return len(rows) == 2 && strings.Contains(rows[0][8], "behind") && strings.Contains(rows[0][8], "nodeX") &&
+			strings.Contains(rows[1][8], "behind")
+	})
+	if a.Srv.Config() != before {
+		t.Errorf("an invalid shared document changed the running config")
+	}
+	// Fixed: both apply it.
+	good := pushDoc(t, st, string(cur.Config)+"log_sql: on\n", false)
+	if good <= bad {
+		t.Fatalf("revisions %d then %d", bad, good)
+	}
+	within(t, 2*time.Second, "the fixed document on both", func() bool {
+		return a.Srv.Config().LogSQL == "on" && b.Srv.Config().LogSQL == "on"
+	})
+
+	// A document that moves rows of a sharded table is refused until
+	// forced; ADMIN RELOAD FORCE on one instance forces it on all.
+	sharded := strings.Replace(string(cur.Config)+"log_sql: on\n", "    shard:\n      -\n  - user: other", `    shard:
+      - db: ks_test
+        table: cl_t
+        key: id
+        type: hash
+        nodes: [node1, node2]
+        locations: [1, 1]
+  - user: other`, 1)
+	pushDoc(t, st, sharded, false)
+	within(t, 2*time.Second, "the sharded table on both", func() bool {
+		return len(a.Srv.Config().SchemaList[0].ShardRule) == 1 && len(b.Srv.Config().SchemaList[0].ShardRule) == 1
+	})
+	pushDoc(t, st, strings.Replace(sharded, "locations: [1, 1]", "locations: [2, 2]", 1), false)
+	within(t, 2*time.Second, "the move flagged on both", func() bool {
+		rows := queryRows(t, rootA, "SHOW PROXIES")
+		return len(rows) == 2 && strings.Contains(rows[0][8], "look") && strings.Contains(rows[1][8], "behind")
+	})
+	mustExec(t, rootA, "admin reload force")
+	within(t, 2*time.Second, "the forced document on both", func() bool {
+		return a.Srv.Config().SchemaList[0].ShardRule[0].Locations[0] == 2 &&
+			b.Srv.Config().SchemaList[0].ShardRule[0].Locations[0] == 2
+	})
+	within(t, 2*time.Second, "both current after the forced reload", func() bool {
+		rows := queryRows(t, rootB, "SHOW PROXIES")
+		return len(rows) == 2 && rows[0][8] == "current" && rows[1][8] == "current"
+	})
+
+	// An instance that stops leaves the list at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows = queryRows(t, rootA, "SHOW PROXIES")
+	if len(rows) != 1 || rows[0][0] != "ks-a" {
+		t.Errorf("SHOW PROXIES after ks-b stopped: %v", rows)
+	}
+}
+
+// Edits made at the same time on two instances are all kept: each is a
+// compare-and-swap on the revision it started from, redone on the newer
+// document after a lost race.
+func TestClusterConcurrentEdits(t *testing.T) {
+	st := sharedStore(t)
+	pushDoc(t, st, baseYAML("127.0.0.1:9696")+clusterWeb, false)
+	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
+	const per = 12
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []string
+	var want []string
+	for i, p := range []*testProxy{a, b} {
+		root := adminDB(t, p)
+		for j := range per {
+			ip := fmt.Sprintf("10.%d.%d.0/24", i, j)
+			sql := fmt.Sprintf("select * from cl_conc_%d_%d", i, j)
+			want = append(want, ip)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				if _, err := root.Exec("admin server(opt,k,v) values('add','allow_ip','" + ip + "')"); err != nil {
+					mu.Lock()
+					failed = append(failed, ip+": "+err.Error())
+					mu.Unlock()
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				if _, err := root.Exec("admin server(opt,k,v) values('add','black_sql','" + sql + "')"); err != nil {
+					mu.Lock()
+					failed = append(failed, sql+": "+err.Error())
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for _, f := range failed {
+		t.Errorf("edit failed: %s", f)
+	}
+	slices.Sort(want)
+	for _, p := range []*testProxy{a, b} {
+		within(t, 2*time.Second, "every edit on "+p.Srv.Name(), func() bool {
+			got := p.Srv.AllowIPs()
+			slices.Sort(got)
+			return slices.Equal(got, want) && len(p.Srv.BlackSQLs()) == 2*per
+		})
+	}
+}
+
+// etcd stopped and started again under sysbench: no statement fails, an
+// admin change meanwhile fails naming etcd and changes nothing, and the
+// instances follow the shared config again once etcd is back.
+func TestClusterEtcdLost(t *testing.T) {
+	st := sharedStore(t)
+	dbName, _ := bulkDB(t, "cluster")
+	pushDoc(t, st, strings.ReplaceAll(reloadYAML(dbName, false, 1, 16), "%ADDR%", "127.0.0.1:9696"), false)
+	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
+	sysbench := newSysbench(t, a, dbName)
+	sysbench("prepare")
+	sbB := newSysbench(t, b, dbName)
+
+	var outA, outB string
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); outA = sysbench("run", "--threads=4", "--time=12", "--report-interval=0") }()
+	go func() { defer wg.Done(); outB = sbB("run", "--threads=2", "--time=12", "--report-interval=0") }()
+	time.Sleep(2 * time.Second)
+	etcdStop(t, basePort+44)
+	rootA := adminDB(t, a)
+	_, err := rootA.Exec("admin server(opt,k,v) values('change','slow_log_time','123')")
+	if err == nil || !strings.Contains(err.Error(), "nothing changed") || !strings.Contains(err.Error(), st.Source()) {
+		t.Errorf("admin change with etcd down: %v; want an error naming %s", err, st.Source())
+	}
+	if a.Srv.Config().SlowLogTime == 123 {
+		t.Errorf("the change was applied although etcd did not take it")
+	}
+	time.Sleep(4 * time.Second) // past the members' lease
+	etcdStart(t, basePort+44)
+	wg.Wait()
+	for name, out := range map[string]string{"ks-a": outA, "ks-b": outB} {
+		got, tps := parseSysbench(t, out)
+		t.Logf("%s: sysbench across the etcd restart: %.0f transactions (%.1f tps), %.0f ignored errors, %.0f reconnects",
+			name, got["transactions"], tps, got["ignored errors"], got["reconnects"])
+		if got["ignored errors"] != 0 || got["reconnects"] != 0 || got["transactions"] < 50 {
+			t.Errorf("%s: sysbench %v ignored errors, %v reconnects, %v transactions\n%s", name, got["ignored errors"],
+				got["reconnects"], got["transactions"], out)
+		}
+	}
+	// Back: a change made now reaches the other instance, and both are
+	// listed again.
+	mustExec(t, rootA, "admin server(opt,k,v) values('change','slow_log_time','124')")
+	within(t, 2*time.Second, "the change after etcd returned on ks-b", func() bool { return b.Srv.Config().SlowLogTime == 124 })
+	within(t, 15*time.Second, "both instances listed again", func() bool {
+		list, err := a.Srv.Proxies(context.Background())
+		return err == nil && len(list) == 2 && list[0].Current && list[1].Current
+	})
+}
