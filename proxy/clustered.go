@@ -69,6 +69,10 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 		return nil, err
 	}
 	s.local = o.Local
+	if cfg.BlacklistSQLFile != "" {
+		log.Warn("cluster: blacklist_sql_file is not read with a shared config: the SQL blacklist is the one in etcd "+
+			"(admin black_sql changes, keyshard config push -blacklist FILE)", zap.String("blacklist_sql_file", cfg.BlacklistSQLFile))
+	}
 	s.reloadMu.Lock()
 	s.applyDown(o.State.Down)
 	s.reloadMu.Unlock()

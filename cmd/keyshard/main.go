@@ -56,6 +56,8 @@ Flags (kingshard's are accepted):
                      (env KEYSHARD_WEB_ADDR)
   -name NAME         this instance's name in logs and status (env
                      KEYSHARD_NAME; default the host name)
+  -log-path DIR      this instance's log directory, over log_path
+                     (env KEYSHARD_LOG_PATH)
   -version, -v       print the version and exit
   -h, -help          this text
 
@@ -95,6 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&local.Addr, "addr", "", "")
 	fs.StringVar(&local.WebAddr, "web-addr", "", "")
 	fs.StringVar(&local.Name, "name", "", "")
+	fs.StringVar(&local.LogPath, "log-path", "", "")
 	etcdOpts := etcdFlags(fs)
 	showVersion := fs.Bool("version", false, "")
 	fs.BoolVar(showVersion, "v", false, "")
