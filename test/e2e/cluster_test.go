@@ -314,3 +314,44 @@ func TestClusterEtcdLost(t *testing.T) {
 		return err == nil && len(list) == 2 && list[0].Current && list[1].Current
 	})
 }
+
+// etcd with authentication on: credentials in the URL or the options are
+// used; none or wrong ones fail with etcd's reason. Its own etcd on
+// base+46 (peer base+47), as auth is on for the whole server.
+func TestClusterEtcdAuth(t *testing.T) {
+	ep := etcdUp(t, basePort+46)
+	for _, args := range [][]string{
+		{"user", "add", "root", "--new-user-password=rootpw"},
+		{"auth", "enable"},
+	} {
+		// (The user is there already on an etcd kept by KEEP_BACKENDS.)
+		if out, err := etcdctl(ep, args...); err != nil && !strings.Contains(out, "already exists") {
+			t.Fatalf("etcdctl %v: %v\n%s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { _, _ = etcdctl(ep, "--user", "root:rootpw", "auth", "disable") })
+	prefix := fmt.Sprintf("/e2e/auth-%d", time.Now().UnixNano())
+	ctx := context.Background()
+	open := func(url string, o cluster.Options) error {
+		st, err := cluster.Open(url, o)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		_, err = st.Read(ctx)
+		return err
+	}
+	if err := open("etcd://root:rootpw@"+ep+prefix, cluster.Options{}); err != nil {
+		t.Errorf("credentials in the URL: %v", err)
+	}
+	if err := open("etcd://"+ep+prefix, cluster.Options{User: "root", Password: "rootpw"}); err != nil {
+		t.Errorf("credentials in the options: %v", err)
+	}
+	if err := open("etcd://"+ep+prefix, cluster.Options{User: "root", Password: "nope"}); err == nil ||
+		!strings.Contains(err.Error(), "authentication failed") || !strings.Contains(err.Error(), "etcd://"+ep+prefix) {
+		t.Errorf("a wrong password: %v; want etcd's authentication error naming the source", err)
+	}
+	if err := open("etcd://"+ep+prefix, cluster.Options{}); err == nil {
+		t.Error("no credentials: read anyway")
+	}
+}
