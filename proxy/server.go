@@ -146,6 +146,8 @@ func newServer(cfg *config.Config, log *zap.Logger, link *clusterLink, black *bl
 	s.seqs = newSequences(s)
 	go s.xa.run()
 	go s.keepHistory()
+	fm := newFailoverMonitor(s) // its metrics are registered before New returns
+	go fm.run()
 	return s, nil
 }
 

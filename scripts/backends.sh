@@ -7,7 +7,9 @@
 #   backends.sh up N [BASEPORT]         start N instances on 127.0.0.1:BASEPORT.. (default 3307); idempotent
 #   backends.sh replica MASTER PORT     start (or reuse) an instance on PORT replicating 127.0.0.1:MASTER
 #                                       (GTID, MASTER_USE_GTID=slave_pos, from the master's first binlog
-#                                       event); idempotent
+#                                       event), read_only like a real replica (kept over restarts); idempotent
+#   backends.sh promote PORT            make a replica a master, as a failover does: STOP SLAVE,
+#                                       RESET SLAVE ALL, read_only = 0
 #   backends.sh down                    stop every instance under the directory and remove it
 #   backends.sh status                  one line per instance: port, pid, up/down
 #   backends.sh stop PORT               stop one instance, keep its datadir
@@ -38,7 +40,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,11s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,17s/^# \{0,1\}//p' "$0" >&2
 	exit 2
 }
 
@@ -171,6 +173,9 @@ log_slave_updates = ON
 relay_log = relay-bin
 expire_logs_days = 1
 EOF
+	if [[ -f $d/.replica ]]; then
+		printf '# A replica (backends.sh replica; promote turns it off).\nread_only = ON\n' >>"$d/my.cnf"
+	fi
 }
 
 init_instance() {
@@ -319,7 +324,24 @@ EOF
 		fi
 		sleep 0.2
 	done
+	# Read-only as a real replica is (replication and accounts with
+	# READ_ONLY ADMIN, like ks, still write), also after a restart.
+	touch "$(inst_dir "$port")/.replica"
+	client mariadb "$port" -e 'SET GLOBAL read_only = 1'
 	echo "127.0.0.1:$port replicates 127.0.0.1:$master"
+}
+
+# cmd_promote makes a replica a master, as an operator or orchestrator does
+# in a failover: no replication left, writable.
+cmd_promote() {
+	[[ $# -eq 1 ]] || usage
+	valid_port "$1"
+	[[ -d $(inst_dir "$1")/data ]] || die "no instance for port $1 under $BASE_DIR"
+	alive "$1" || die "127.0.0.1:$1 is not running"
+	lock
+	client mariadb "$1" -e 'STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0'
+	rm -f "$(inst_dir "$1")/.replica"
+	echo "127.0.0.1:$1 promoted: replicates nothing, read_only = 0"
 }
 
 # stop_instance shuts one instance down cleanly, killing it if it hangs.
@@ -417,6 +439,7 @@ main() {
 	install) cmd_install "$@" ;;
 	up) cmd_up "$@" ;;
 	replica) cmd_replica "$@" ;;
+	promote) cmd_promote "$@" ;;
 	down) cmd_down "$@" ;;
 	status) cmd_status "$@" ;;
 	stop) cmd_stop "$@" ;;

@@ -30,6 +30,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Scheme is how -config names an etcd cluster; SchemeTLS the same with
@@ -139,7 +141,13 @@ func Open(rawURL string, o Options) (*Store, error) {
 		return nil, err
 	}
 	cc := clientv3.Config{Endpoints: u.Endpoints, DialTimeout: o.DialTimeout, Username: u.User, Password: u.Password,
-		Logger: o.Log, DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second}
+		Logger: o.Log, DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
+		// Reconnect within a second of etcd's return (gRPC's default
+		// backoff grows to two minutes): instances catch up at once.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})}}
 	if cc.Username == "" {
 		cc.Username, cc.Password = o.User, o.Password
 	}

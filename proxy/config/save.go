@@ -24,8 +24,9 @@ func (c *Config) Clone() *Config {
 
 // Rewrite returns the YAML file orig with the settings that admin commands
 // change at run time set to c's values: allow_ips, log_sql, slow_log_time
-// and each node's slave list. Everything else, comments included, stays as
-// written; a key the file lacks is added.
+// and each node's master and slave list (a failover changes both).
+// Everything else, comments included, stays as written; a key the file
+// lacks is added.
 func (c *Config) Rewrite(orig []byte) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(orig, &doc); err != nil {
@@ -48,6 +49,7 @@ func (c *Config) Rewrite(orig []byte) ([]byte, error) {
 				continue
 			}
 			if nc, ok := c.Node(name.Value); ok {
+				setScalar(item, "master", nc.Master, true) // a failover changes it
 				setScalar(item, "slave", nc.Slave, nc.Slave != "")
 			}
 		}

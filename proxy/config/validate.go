@@ -352,6 +352,9 @@ func (c *Config) validateNodes(p *problems) map[string]*NodeConfig {
 		if n.DownAfterNoAlive < 0 {
 			p.add(n.lineOf("down_after_noalive"), join(np, "down_after_noalive"), "must not be negative, got %d", n.DownAfterNoAlive)
 		}
+		if n.FailoverAfter != 0 && n.FailoverAfter.D() < time.Second {
+			p.add(n.lineOf("failover_after"), join(np, "failover_after"), "want 0 (off) or at least 1s, got %v", n.FailoverAfter)
+		}
 	}
 	return nodes
 }

@@ -48,6 +48,16 @@ func (d *decoder) lint(cfg *Config) {
 				"user %q is not in user_list; this schema is unused", s.User)
 		}
 	}
+	// Not an error: a failover leaves a node of one replica with none
+	// (the config it saves must load), and the last replica may be
+	// removed to be rebuilt.
+	for i := range cfg.Nodes {
+		n := &cfg.Nodes[i]
+		if slaves, err := n.Slaves(); err == nil && len(slaves) == 0 && n.FailoverAfter > 0 {
+			d.warn(n.lineOf("failover_after"), join(n.pathOr(fmt.Sprintf("nodes[%d]", i)), "failover_after"),
+				"node %s has no slave: there is no replica to fail over to until one is added", n.Name)
+		}
+	}
 	if len(cfg.ResultCacheRules) > 0 && cfg.ResultCacheMB == 0 {
 		d.warn(cfg.lineOf("result_cache_rules"), "result_cache_rules", "the result cache is off (result_cache_mb is 0): the rules do nothing")
 	}

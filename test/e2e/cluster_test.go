@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"slices"
@@ -307,7 +308,10 @@ func TestClusterEtcdLost(t *testing.T) {
 	}
 	// Back: a change made now reaches the other instance, and both are
 	// listed again.
-	mustExec(t, rootA, "admin server(opt,k,v) values('change','slow_log_time','124')")
+	within(t, 5*time.Second, "an admin change taken after etcd returned", func() bool {
+		_, err := rootA.Exec("admin server(opt,k,v) values('change','slow_log_time','124')")
+		return err == nil
+	})
 	within(t, 2*time.Second, "the change after etcd returned on ks-b", func() bool { return b.Srv.Config().SlowLogTime == 124 })
 	within(t, 15*time.Second, "both instances listed again", func() bool {
 		list, err := a.Srv.Proxies(context.Background())
@@ -353,5 +357,112 @@ func TestClusterEtcdAuth(t *testing.T) {
 	}
 	if err := open("etcd://"+ep+prefix, cluster.Options{}); err == nil {
 		t.Error("no credentials: read anyway")
+	}
+}
+
+// A master dies and its replica is promoted, with two instances on one
+// shared config: both follow within failover_after and a few seconds, one
+// failover is made (the other instance finds it made), the shared
+// document names the new master, /readyz is 503 while the master is down
+// and 200 after, and the old master, back and writable, stays out.
+func TestClusterFailover(t *testing.T) {
+	m := foPlain(t, foMaster)
+	foPlain(t, foReplica)
+	if out, err := backends("replica", fmt.Sprint(foMaster), fmt.Sprint(foReplica)); err != nil {
+		t.Fatalf("replica: %v\n%s", err, out)
+	}
+	mustExec(t, m, "CREATE DATABASE failover_e2e")
+	mustExec(t, m, "CREATE TABLE failover_e2e.t (id INT PRIMARY KEY, port INT NOT NULL)")
+	st := sharedStore(t)
+	pushDoc(t, st, strings.ReplaceAll(failoverYAML("fo1", foAddr(foMaster), foAddr(foReplica), "2s"), "%ADDR%", "127.0.0.1:9696"), false)
+	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
+	dbs := map[string]*sql.DB{}
+	for _, p := range []*testProxy{a, b} {
+		dbs[p.Srv.Name()] = p.open(t, "ks:ks", "failover_e2e", "timeout=5s&readTimeout=10s&writeTimeout=10s")
+		if code := rest(t, p, "GET", "/readyz", "", false, nil); code != 200 {
+			t.Fatalf("%s /readyz: %d, want 200", p.Srv.Name(), code)
+		}
+	}
+	id := 0
+	write := func(name string) error {
+		_, err := dbs[name].Exec(fmt.Sprintf("INSERT INTO t VALUES (%d, @@port)", id+1))
+		if err == nil {
+			id++
+		}
+		return err
+	}
+	for name := range dbs {
+		if err := write(name); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+
+	t.Cleanup(func() { _, _ = backends("start", fmt.Sprint(foMaster)) })
+	if out, err := backends("stop", fmt.Sprint(foMaster)); err != nil {
+		t.Fatalf("stop master: %v\n%s", err, out)
+	}
+	for _, p := range []*testProxy{a, b} {
+		foWait(t, p.Srv.Name()+" /readyz 503", 10*time.Second, func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 503 })
+	}
+	if out, err := backends("promote", fmt.Sprint(foReplica)); err != nil {
+		t.Fatalf("promote: %v\n%s", err, out)
+	}
+	promoted := time.Now()
+	for name := range dbs {
+		foWait(t, name+": writes after the promotion", 10*time.Second, func() bool { return write(name) == nil })
+		t.Logf("%s: writes again %v after the promotion", name, time.Since(promoted).Round(time.Millisecond))
+	}
+	for _, p := range []*testProxy{a, b} {
+		foWait(t, p.Srv.Name()+" /readyz 200", 5*time.Second, func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 200 })
+	}
+	cur, err := st.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, err := config.Parse(cur.Config, "etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := doc.Node("fo1"); n.Master != foAddr(foReplica) || n.Slave != "" {
+		t.Errorf("shared document: master %q, slave %q; want master %s and no slave", n.Master, n.Slave, foAddr(foReplica))
+	}
+	var total float64
+	for _, p := range []*testProxy{a, b} {
+		total += max(0, metricValue(scrape(t, p), `keyshard_failovers_total{node="fo1"}`)) // -1: none counted
+	}
+	if total != 1 {
+		for _, p := range []*testProxy{a, b} {
+			for _, e := range p.Logs.FilterMessageSnippet("fo1").All() {
+				t.Logf("%s: %s %v", p.Srv.Name(), e.Message, e.ContextMap())
+			}
+		}
+		t.Errorf("failovers made: %v over the two instances, want 1", total)
+	}
+	// Every row written went to the master of its time: none lost.
+	r := direct(t, foReplica, "")
+	var rows, onReplica int
+	if err := r.QueryRow("SELECT COUNT(*), SUM(port = ?) FROM failover_e2e.t", foReplica).Scan(&rows, &onReplica); err != nil {
+		t.Fatal(err)
+	}
+	if rows != id || onReplica != id-2 {
+		t.Errorf("new master has %d rows (%d written there), want %d (%d)", rows, onReplica, id, id-2)
+	}
+
+	// The old master comes back writable: reported, kept out.
+	if out, err := backends("start", fmt.Sprint(foMaster)); err != nil {
+		t.Fatalf("start old master: %v\n%s", err, out)
+	}
+	back := fmt.Sprintf("node fo1: former master %s is back and writable", foAddr(foMaster))
+	for _, p := range []*testProxy{a, b} {
+		foWait(t, p.Srv.Name()+": the former-master report", 15*time.Second, func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
+	}
+	for name := range dbs {
+		if err := write(name); err != nil {
+			t.Fatalf("%s after the old master returned: %v", name, err)
+		}
+	}
+	var port int
+	if err := r.QueryRow("SELECT port FROM failover_e2e.t WHERE id = ?", id).Scan(&port); err != nil || port != foReplica {
+		t.Errorf("the last write: port %d (%v), want the new master %d", port, err, foReplica)
 	}
 }
