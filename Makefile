@@ -23,10 +23,10 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 # odd sources).
 GOFILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './.tmp/*')
 
-.PHONY: help build test fuzz lint fmtcheck vet demo bench compat install uninstall docker clean
+.PHONY: help build test fuzz lint fmtcheck vet demo demo-cluster bench compat install uninstall docker clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-9s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/keyshard (version from git describe)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/keyshard
@@ -57,6 +57,9 @@ vet: ## go vet ./...
 
 demo: ## build, start 2 backends (3307, 3308) and keyshard on :9696 with etc/ks.yaml; Ctrl-C stops all
 	scripts/demo.sh
+
+demo-cluster: ## as demo, with etcd on :2479 holding etc/ks.yaml and two keyshard instances (:9696, :9697) sharing it; Ctrl-C stops all
+	scripts/demo-cluster.sh
 
 # OUT is where bench/run.sh appends its markdown results; see bench/README.md
 # for WORKLOADS, THREADS, TIME, ROUNDS, SKIP_BIG and the rest.
@@ -103,4 +106,4 @@ docker: ## build the container image keyshard:VERSION and :latest from scripts/D
 		--build-arg VERSION="$(VERSION)" -t "$(IMAGE):$(VERSION)" -t "$(IMAGE):latest" -
 
 clean: ## remove bin/ and the demo/bench/compat scratch dirs (backends stay: scripts/backends.sh down)
-	rm -rf bin .tmp/demo .tmp/bench .tmp/compat
+	rm -rf bin .tmp/demo .tmp/demo-cluster .tmp/bench .tmp/compat
