@@ -64,6 +64,9 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 	if err != nil {
 		return nil, fmt.Errorf("%s: blacklist: %w", o.Store.Source(), err)
 	}
+	if err := uniqueName(o.Store, o.Local.Name, cfg.Addr, host); err != nil {
+		return nil, err
+	}
 	s, err := newServer(cfg, log, l, black)
 	if err != nil {
 		return nil, err
@@ -85,6 +88,26 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 	}()
 	go s.followStore(o.State.Rev)
 	return s, nil
+}
+
+// uniqueName refuses to start an instance whose name a live member on
+// another address or host has: their entries would overwrite each other.
+// The same name on the same host and address is this instance restarted
+// before its old lease ran out.
+func uniqueName(store *cluster.Store, name, addr, host string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	members, _, err := store.Members(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		if m.Name == name && (m.Addr != addr || m.Host != host) {
+			return fmt.Errorf("%s: another live instance is called %q (%s on host %s, pid %d): give each instance its own -name (KEYSHARD_NAME)",
+				store.Source(), m.Name, m.Addr, m.Host, m.PID)
+		}
+	}
+	return nil
 }
 
 // member is this instance's entry in the member list.
@@ -261,6 +284,15 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 	return s.shared(func() error {
 		s.reloadMu.Lock()
 		defer s.reloadMu.Unlock()
+		if l.failedRev != 0 {
+			// Its compare-and-swap would lose to the newer document for
+			// ever: say why instead.
+			l.mu.Lock()
+			why := l.err
+			l.mu.Unlock()
+			return fmt.Errorf("keyshard: nothing changed: this instance runs revision %d of the shared config, and the newest, %d, was not "+
+				"applied (%s). Fix the document (keyshard config push) or apply it (ADMIN RELOAD FORCE) first", l.configRev, l.failedRev, why)
+		}
 		cfg := s.snap.Load().cfg.Clone()
 		if err := edit(cfg); err != nil {
 			return err

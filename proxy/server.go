@@ -450,12 +450,6 @@ func (s *Server) handle(nc net.Conn) {
 		_ = sess.pkt.Flush()
 		return
 	}
-	if s.offline.Load() {
-		s.metrics.rejected("offline").Inc()
-		sess.writeError(newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused"))
-		_ = sess.pkt.Flush()
-		return
-	}
 	if d := s.loginFails.lockedFor(host); d > 0 {
 		s.metrics.rejected("locked_out").Inc()
 		sess.writeError(newErr(errHostBlocked, "Host '%s' is blocked after %d failed logins (login_lockout_failures); retry in %s",
@@ -493,6 +487,15 @@ func (s *Server) handle(nc net.Conn) {
 	}
 	_ = sess.nc.SetDeadline(time.Time{})
 	s.loginFails.succeeded(host)
+	// Offline, only admin users log in (as MySQL's offline_mode lets
+	// SUPER in): they can put it back online.
+	if s.offline.Load() && !sess.snap.cfg.IsAdmin(sess.user) {
+		s.metrics.rejected("offline").Inc()
+		sess.writeError(newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused, but for admin users"))
+		_ = sess.pkt.Flush()
+		sess.endSession()
+		return
+	}
 	if err := sess.writeOK(0, 0); err != nil || sess.pkt.Flush() != nil {
 		sess.endSession()
 		return

@@ -28,14 +28,18 @@ func etcdFlags(fs *flag.FlagSet) *cluster.Options {
 }
 
 const configUsage = `usage:
-  keyshard config push [-force] [-blacklist FILE] FILE URL
+  keyshard config push [-rev N] [-force] [-blacklist FILE] FILE URL
                          validate FILE, then make it the shared config at URL
                          (etcd://host:port[,host:port...]/prefix). Refused if
-                         someone wrote the document since it was read, or if
-                         it moves rows of existing sharded tables (unless
-                         -force); -blacklist also replaces the SQL blacklist
+                         it moves rows of existing sharded tables from where
+                         the running instances look for them (unless -force),
+                         or, with -rev, if the document is no longer at
+                         revision N (what pull said: an admin change or
+                         another push came since); -blacklist also replaces
+                         the SQL blacklist
   keyshard config pull URL
-                         print the shared config document
+                         print the shared config document (its revision on
+                         stderr)
   keyshard config diff FILE URL
                          the differences from the shared document to FILE;
                          exit 0 if none, 1 if some
@@ -57,9 +61,10 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 	opts := etcdFlags(fs)
 	force := fs.Bool("force", false, "")
 	blackFile := fs.String("blacklist", "", "")
+	rev := fs.Int64("rev", 0, "")
 	want := map[string]int{"push": 2, "pull": 1, "diff": 2}[args[0]]
-	if err := fs.Parse(args[1:]); err != nil || want == 0 || fs.NArg() != want ||
-		args[0] != "push" && (*force || *blackFile != "") {
+	if err := fs.Parse(args[1:]); err != nil || want == 0 || fs.NArg() != want || *rev < 0 ||
+		args[0] != "push" && (*force || *blackFile != "" || *rev != 0) {
 		fmt.Fprint(stderr, configUsage)
 		return 2
 	}
@@ -88,6 +93,7 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		_, _ = stdout.Write(st.Config)
+		fmt.Fprintf(stderr, "%s: revision %d (keyshard config push -rev %d pushes only over this one)\n", store.Source(), st.ConfigRev, st.ConfigRev)
 		return 0
 	case "diff":
 		file, err := os.ReadFile(fs.Arg(0))
@@ -102,7 +108,40 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, d)
 		return 1
 	}
+	if *rev != 0 && *rev != st.ConfigRev {
+		fmt.Fprintf(stderr, "keyshard config: nothing pushed: the shared document is at revision %d, not %d: it changed since "+
+			"(an admin change or another push). Pull it, carry your edit over, push again\n", st.ConfigRev, *rev)
+		return 1
+	}
 	return push(ctx, store, st, fs.Arg(0), *blackFile, *force, stdout, stderr)
+}
+
+// running returns the config documents the live instances run (by
+// revision), or the stored one if none is listed or an older one is gone
+// from etcd's history: what a push must not move rows away from.
+func running(ctx context.Context, store *cluster.Store, st cluster.State) map[int64][]byte {
+	docs := map[int64][]byte{}
+	if st.ConfigRev != 0 {
+		docs[st.ConfigRev] = st.Config
+	}
+	members, _, err := store.Members(ctx)
+	if err != nil || len(members) == 0 {
+		return docs
+	}
+	out := map[int64][]byte{}
+	for _, m := range members {
+		if _, ok := out[m.ConfigRev]; ok || m.ConfigRev == 0 {
+			continue
+		}
+		doc, ok := docs[m.ConfigRev]
+		if !ok {
+			if doc, err = store.ConfigAt(ctx, m.ConfigRev); err != nil || doc == nil {
+				return docs
+			}
+		}
+		out[m.ConfigRev] = doc
+	}
+	return out
 }
 
 // push is `keyshard config push`.
@@ -120,14 +159,16 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 		fmt.Fprintf(stderr, "%v\nkeyshard config: nothing pushed\n", err)
 		return 1
 	}
-	if st.ConfigRev != 0 {
-		old, _, err := config.Parse(st.Config, store.Source())
-		if err == nil {
-			if moves := proxy.PlacementChanges(old, next); len(moves) > 0 && !force {
-				fmt.Fprintf(stderr, "keyshard config: nothing pushed: %s changes where the rows of existing sharded tables are looked for:\n  %s\n"+
-					"Rows already written would seem lost. Move them first, then push with -force.\n", path, strings.Join(moves, "\n  "))
-				return 1
-			}
+	for rev, doc := range running(ctx, store, st) {
+		old, _, err := config.Parse(doc, store.Source())
+		if err != nil {
+			continue
+		}
+		if moves := proxy.PlacementChanges(old, next); len(moves) > 0 && !force {
+			fmt.Fprintf(stderr, "keyshard config: nothing pushed: %s changes where the rows of existing sharded tables are looked for "+
+				"(against revision %d, which instances run):\n  %s\nRows already written would seem lost. Move them first, then push with -force.\n",
+				path, rev, strings.Join(moves, "\n  "))
+			return 1
 		}
 	}
 	if blackFile != "" {

@@ -2,7 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"regexp"
+
+	"github.com/keyshard/keyshard/proxy/cluster"
+	"go.uber.org/zap"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +94,38 @@ func TestConfigPushPullDiff(t *testing.T) {
 	}
 	cli(1, "", "-force", "config", "push", moved, url)
 	cli(0, "pushed", "", "config", "push", "-force", moved, url)
+
+	// -rev: only over the revision pulled.
+	var se bytes.Buffer
+	run([]string{"config", "pull", url}, io.Discard, &se)
+	m := regexp.MustCompile(`revision (\d+)`).FindStringSubmatch(se.String())
+	if m == nil {
+		t.Fatalf("pull printed no revision: %q", se.String())
+	}
+	cli(1, "", "not "+m[1]+"0", "config", "push", "-rev", m[1]+"0", v2, url)
+	cli(0, "pushed", "", "config", "push", "-rev", m[1], "-force", v2, url)
+
+	// Rows are judged against what the instances run: with an instance
+	// on v2, a stored document that moved rows (refused by it) is
+	// replaced by v2 again without -force, and the move is still refused.
+	store, err := cluster.Open(url, cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	st, err := store.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	keep := store.Register(ctx, func() cluster.Member { return cluster.Member{Name: "on-v2", ConfigRev: st.ConfigRev} }, nil, zap.NewNop())
+	go keep()
+	if _, err := store.PutConfig(context.Background(), must(os.ReadFile(moved)), st.ConfigRev, false); err != nil {
+		t.Fatal(err)
+	}
+	cli(1, "", "against revision "+fmt.Sprint(st.ConfigRev), "config", "push", moved, url)
+	cli(0, "pushed", "", "config", "push", v2, url)
 	cli(2, "", "usage", "config", "pull")
 	cli(2, "", "not an etcd URL", "config", "pull", "etc/ks.yaml")
 	cli(2, "", "usage", "config", "diff", "-force", v1, url)

@@ -384,6 +384,21 @@ func (s *Store) Watch(ctx context.Context, rev int64) <-chan struct{} {
 	return ch
 }
 
+// ConfigAt returns the config document as it was at revision rev (nil
+// if there was none; an error if etcd compacted that far).
+func (s *Store) ConfigAt(ctx context.Context, rev int64) ([]byte, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.key("config"), clientv3.WithRev(rev))
+	if err != nil {
+		return nil, s.unreachable(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	return resp.Kvs[0].Value, nil
+}
+
 // revision is the store's current revision.
 func (s *Store) revision(ctx context.Context) (int64, error) {
 	ctx, cancel := s.call(ctx)

@@ -151,7 +151,11 @@ func TestAdminOfflineOnline(t *testing.T) {
 	if got := keyValue(queryRows(t, root, "SHOW PROXY STATUS"))["status"]; got != "offline" {
 		t.Errorf("status %q, want offline", got)
 	}
-	mustExec(t, root, "admin server(opt,k,v) values('change','proxy','online')")
+	// An admin user still logs in (as SUPER does in MySQL's offline_mode),
+	// to put it back online.
+	root2 := adminDB(t, p)
+	root2.SetMaxIdleConns(0)
+	mustExec(t, root2, "admin server(opt,k,v) values('change','proxy','online')")
 	if err := p.open(t, "ks:ks", "ks_test", "").Ping(); err != nil {
 		t.Fatalf("connect after online: %v", err)
 	}

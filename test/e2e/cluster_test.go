@@ -14,6 +14,7 @@ import (
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
+	"go.uber.org/zap"
 )
 
 // Several keyshard instances on one config in a real etcd (scripts/etcd.sh):
@@ -194,6 +195,11 @@ func TestClusterSharedConfig(t *testing.T) {
 		rows := queryRows(t, rootA, "SHOW PROXIES")
 		return len(rows) == 2 && strings.Contains(rows[0][8], "look") && strings.Contains(rows[1][8], "behind")
 	})
+	// Meanwhile an admin change says why it cannot be made, at once.
+	_, err = rootA.Exec("admin server(opt,k,v) values('change','slow_log_time','99')")
+	if err == nil || !strings.Contains(err.Error(), "was not applied") || !strings.Contains(err.Error(), "ADMIN RELOAD FORCE") {
+		t.Errorf("admin change on an instance behind: %v", err)
+	}
 	mustExec(t, rootA, "admin reload force")
 	within(t, 2*time.Second, "the forced document on both", func() bool {
 		return a.Srv.Config().SchemaList[0].ShardRule[0].Locations[0] == 2 &&
@@ -203,6 +209,21 @@ func TestClusterSharedConfig(t *testing.T) {
 		rows := queryRows(t, rootB, "SHOW PROXIES")
 		return len(rows) == 2 && rows[0][8] == "current" && rows[1][8] == "current"
 	})
+
+	// A second instance called ks-a (on another address) is refused.
+	state, err := st.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := config.Parse(state.Config, st.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr = "127.0.0.1:1"
+	if _, err := proxy.NewClustered(cfg, zap.NewNop(), proxy.ClusterOptions{Store: st, State: state,
+		Local: config.Local{Name: "ks-a"}}); err == nil || !strings.Contains(err.Error(), `another live instance is called "ks-a"`) {
+		t.Errorf("a second ks-a: %v", err)
+	}
 
 	// An instance that stops leaves the list at once.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
