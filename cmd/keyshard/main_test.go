@@ -26,7 +26,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"-h"}, out: "-log-level LEVEL"},
 		{args: []string{"-h"}, out: "-log-path DIR"},
 		{args: []string{"-h"}, out: "etcd://host:port"},
-		{args: []string{"config", "help"}, out: "keyshard config push [-force] [-blacklist FILE] FILE URL"},
+		{args: []string{"config", "help"}, out: "keyshard config push [-rev N] [-force] [-blacklist FILE] FILE URL"},
 		{args: []string{"config", "bogus", "x"}, code: 2, err: "usage:"},
 		{args: []string{"--help"}, out: "Signals:"},
 		{args: []string{"help", "config"}, out: "user_list:"},
