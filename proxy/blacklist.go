@@ -76,6 +76,13 @@ func loadBlacklist(path string) (*blacklist, error) {
 	return parseBlacklist(data)
 }
 
+// CheckBlacklist reports whether data reads as a blacklist file (for
+// keyshard config push -blacklist).
+func CheckBlacklist(data []byte) error {
+	_, err := parseBlacklist(data)
+	return err
+}
+
 // parseBlacklist reads a blacklist file's content: one statement per
 // line; blank lines and lines starting with # are skipped.
 func parseBlacklist(data []byte) (*blacklist, error) {

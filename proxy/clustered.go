@@ -38,18 +38,20 @@ type clusterLink struct {
 
 	// Under Server.reloadMu:
 	doc       []byte // the config document at configRev: admin changes rewrite it
-	configRev int64  // the document's etcd revision last applied (or refused)
+	configRev int64  // the document's etcd revision applied
 	blackRev  int64  // the blacklist's etcd revision applied
-	failedRev int64  // a revision that failed to apply (not retried until it changes)
+	failedRev int64  // a newer revision that failed to apply (not retried until it changes)
+	rev       int64  // the store revision of the newest state applied or written: older reads are stale
+	cluster   uint64 // etcd's cluster id (another: etcd was wiped; start over)
 
 	// What the member entry says; mu because Register reads it.
 	mu      sync.Mutex
 	applied int64 // the config revision running
 	at      time.Time
-	err     string // why the newest revision is not running
+	err     string    // why the newest revision is not running
+	readErr time.Time // when a failed read of the store was last logged
 	update  chan struct{}
 	left    chan struct{} // closed when the member entry is gone
-	readErr time.Time     // when a failed read of the store was last logged
 }
 
 // NewClustered builds a server like New whose config is o.State's
@@ -59,6 +61,7 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 	host, _ := os.Hostname()
 	l := &clusterLink{store: o.Store, version: o.Version, host: host, doc: o.State.Config,
 		configRev: o.State.ConfigRev, blackRev: o.State.BlacklistRev, applied: o.State.ConfigRev, at: time.Now(),
+		rev: o.State.Rev, cluster: o.State.Cluster,
 		update: make(chan struct{}, 1), left: make(chan struct{})}
 	black, err := parseBlacklist(o.State.Blacklist)
 	if err != nil {
@@ -158,25 +161,42 @@ func (s *Server) followStore(rev int64) {
 func (s *Server) syncStore(force bool) ([]string, error) {
 	l := s.link
 	st, err := l.store.Read(s.ctx)
+	l.mu.Lock()
+	switch {
+	case err != nil && s.ctx.Err() == nil && time.Since(l.readErr) > 10*time.Second:
+		l.readErr = time.Now()
+		s.log.Warn("cluster: cannot read the shared config; serving on the last one applied", zap.Error(err))
+	case err == nil && !l.readErr.IsZero():
+		l.readErr = time.Time{}
+		s.log.Info("cluster: the shared config can be read again", zap.String("source", l.store.Source()))
+	}
+	l.mu.Unlock()
 	if err != nil {
-		if s.ctx.Err() == nil && time.Since(l.readErr) > 10*time.Second {
-			l.readErr = time.Now()
-			s.log.Warn("cluster: cannot read the shared config; serving on the last one applied", zap.Error(err))
-		}
 		return nil, err
 	}
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	if !l.readErr.IsZero() {
-		l.readErr = time.Time{}
-		s.log.Info("cluster: the shared config can be read again", zap.String("source", l.store.Source()))
-	}
 	return s.applyStoreLocked(st, force)
 }
 
 // applyStoreLocked applies state st (under reloadMu).
 func (s *Server) applyStoreLocked(st cluster.State, force bool) ([]string, error) {
 	l := s.link
+	if st.Cluster != l.cluster {
+		// etcd was replaced (wiped, restored): its revisions start over.
+		s.log.Warn("cluster: etcd is another cluster than before (wiped or restored?); following it from scratch",
+			zap.Uint64("was", l.cluster), zap.Uint64("now", st.Cluster))
+		l.cluster, l.rev, l.configRev, l.failedRev, l.blackRev = st.Cluster, 0, 0, 0, -1
+	}
+	if st.Rev < l.rev && !force {
+		return nil, nil // read before a change this instance wrote or applied since: stale
+	}
+	l.rev = st.Rev
+	if st.ConfigRev == 0 {
+		// An empty store (wiped etcd): nothing in it is the operators'
+		// word, not even an empty blacklist.
+		return nil, fmt.Errorf("%s: %w (keyshard config push FILE URL writes one); the running config stays", l.store.Source(), cluster.ErrNoConfig)
+	}
 	if st.BlacklistRev != l.blackRev {
 		if black, err := parseBlacklist(st.Blacklist); err != nil {
 			s.log.Warn("cluster: the shared blacklist was not applied", zap.Error(err))
@@ -188,11 +208,11 @@ func (s *Server) applyStoreLocked(st cluster.State, force bool) ([]string, error
 	}
 	var warnings []string
 	var err error
-	switch {
-	case st.ConfigRev == 0:
-		err = fmt.Errorf("%s: %w (keyshard config push FILE URL writes one); the running config stays", l.store.Source(), cluster.ErrNoConfig)
-	case st.ConfigRev != l.configRev && st.ConfigRev != l.failedRev || force:
-		warnings, err = s.applyDocLocked(st.Config, st.ConfigRev, force || st.Forced)
+	if st.ConfigRev != l.configRev && st.ConfigRev != l.failedRev || force {
+		// A document written forced after the one running forces the
+		// ones after it too (an admin change may land on top of it
+		// before this instance reads it).
+		warnings, err = s.applyDocLocked(st.Config, st.ConfigRev, force || st.Forced || st.ForceRev > l.configRev)
 	}
 	s.applyDown(st.Down)
 	return warnings, err
@@ -230,11 +250,11 @@ func (s *Server) applyDocLocked(doc []byte, rev int64, force bool) ([]string, er
 func (s *Server) applyDown(marks []cluster.Down) {
 	want := map[string]bool{}
 	for _, d := range marks {
-		want[d.Node+"\x00"+d.Addr] = true
+		want[d.Node+"\x00"+d.Role+"\x00"+d.Addr] = true
 	}
 	for name, n := range s.snap.Load().nodes {
 		for _, p := range n.Pools() {
-			if down := want[name+"\x00"+p.Addr()]; down != p.AdminDown() {
+			if down := want[name+"\x00"+p.Role().String()+"\x00"+p.Addr()]; down != p.AdminDown() {
 				p.SetAdminDown(down)
 			}
 		}
@@ -267,12 +287,15 @@ func (s *Server) shared(try func() error) error {
 	}
 }
 
-// storeErr is an etcd failure while making a change: nothing changed.
+// storeErr is an etcd failure while making a change: nothing changed
+// here (a request that timed out may still have reached etcd: then every
+// instance applies it when it sees it).
 func (s *Server) storeErr(err error) error {
 	if errors.Is(err, cluster.ErrConflict) {
 		return err
 	}
-	return fmt.Errorf("keyshard: nothing changed: the shared config cannot be written: %w", err)
+	return fmt.Errorf("keyshard: nothing changed here: the shared config cannot be written (if etcd took the write after all, "+
+		"every instance applies it when it can read it): %w", err)
 }
 
 // changeShared is change for a server on a shared config: edit is applied
@@ -315,10 +338,15 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 		if err != nil {
 			return s.storeErr(err)
 		}
+		l.rev = rev
 		_, err = s.reloadLocked(next, s.black.Load(), false)
 		l.noted(rev, err)
+		if err != nil {
+			l.failedRev = rev
+			return fmt.Errorf("keyshard: the change is in the shared config (revision %d), but this instance did not apply it: %w", rev, err)
+		}
 		l.doc, l.configRev = doc, rev
-		return err
+		return nil
 	})
 }
 
@@ -337,7 +365,7 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 			return s.storeErr(err)
 		}
 		s.black.Store(nb)
-		l.blackRev = rev
+		l.blackRev, l.rev = rev, rev
 		return nil
 	})
 }
@@ -346,9 +374,11 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 // store (under reloadMu), for every instance.
 func (s *Server) setDownShared(node, role, addr string, down bool, by Actor) error {
 	d := cluster.Down{Node: node, Role: role, Addr: addr, By: by.User + " via " + by.Via + " on " + s.Name(), At: time.Now()}
-	if err := s.link.store.SetDown(s.ctx, d, down); err != nil {
+	rev, err := s.link.store.SetDown(s.ctx, d, down)
+	if err != nil {
 		return s.storeErr(err)
 	}
+	s.link.rev = max(s.link.rev, rev)
 	return nil
 }
 
@@ -369,6 +399,10 @@ func (s *Server) reloadShared(force bool) ([]string, error) {
 			return nil, s.storeErr(err)
 		}
 	}
+	// A document refused before is tried again (and its error returned).
+	s.reloadMu.Lock()
+	l.failedRev = 0
+	s.reloadMu.Unlock()
 	return s.syncStore(force)
 }
 

@@ -137,22 +137,31 @@ type failoverDecision struct {
 	Action   failoverAction
 	To       string   // failoverFollow: the new master
 	Writable []string // failoverRefuse: the writable replicas
+	Unknown  []string // failoverWait: replicas that did not answer
 }
 
 // chooseMaster decides from the answers of a node's replicas, its master
-// being down for failover_after: a replica that does not answer, is
-// read-only or still replicates (its IO thread retrying the dead master)
-// is no candidate.
+// being down for failover_after: a replica that is read-only or still
+// replicates (its IO thread retrying the dead master) is no candidate. One
+// that does not answer might be writable: while one does not, keyshard
+// cannot tell that exactly one is, and waits.
 func chooseMaster(answers []roleAnswer) failoverDecision {
-	var writable []string
+	var writable, unknown []string
 	for _, a := range answers {
-		if a.Err == nil && a.Role.Writable() {
+		switch {
+		case a.Err != nil:
+			unknown = append(unknown, a.Addr)
+		case a.Role.Writable():
 			writable = append(writable, a.Addr)
 		}
 	}
+	switch {
+	case len(writable) > 1:
+		return failoverDecision{Action: failoverRefuse, Writable: writable}
+	case len(unknown) > 0 || len(writable) == 0:
+		return failoverDecision{Action: failoverWait, Unknown: unknown}
+	}
 	switch len(writable) {
-	case 0:
-		return failoverDecision{Action: failoverWait}
 	case 1:
 		return failoverDecision{Action: failoverFollow, To: writable[0]}
 	}
@@ -266,6 +275,9 @@ func (m *failoverMonitor) tick(now time.Time) {
 		d := &downNode{name: nc.Name, master: nc.Master, downFor: downFor, w: w}
 		slaves, _ := nc.Slaves()
 		for _, sl := range slaves {
+			if slices.ContainsFunc(n.Replicas(), func(r *backend.Replica) bool { return r.Pool.Addr() == sl.Addr && r.Pool.AdminDown() }) {
+				continue // an operator took it out: no candidate
+			}
 			a := &roleAsk{node: nc.Name, opts: opts, roleAnswer: roleAnswer{Addr: sl.Addr}}
 			a.opts.Role = backend.RoleReplica
 			d.asks = append(d.asks, a)
@@ -374,7 +386,12 @@ func (m *failoverMonitor) decide(d *downNode, now time.Time) {
 	switch dec.Action {
 	case failoverWait:
 		if again && len(d.asks) == 0 {
-			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; the node has no slave to fail over to", d.name, d.master, down), fields...)
+			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; the node has no slave to fail over to (an operator's down slave does not count)",
+				d.name, d.master, down), fields...)
+		} else if again && len(dec.Unknown) > 0 {
+			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; %s do not answer: keyshard cannot tell that only one replica is writable, "+
+				"and waits (a dead replica: take it out of the node with admin node del slave)", d.name, d.master, down,
+				strings.Join(dec.Unknown, ", ")), fields...)
 		} else if again {
 			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; no replica is writable yet; waiting for a promotion", d.name, d.master, down), fields...)
 		}
@@ -427,11 +444,25 @@ func (m *failoverMonitor) follow(d *downNode, to string, now time.Time, fields [
 		// config: the blacklist did not change. (A shared config has the
 		// change in etcd already.)
 		s.reloadMu.Lock()
-		err := cfg.Save()
+		err := saveFailover(cfg.Source(), d.name, d.master, to)
 		s.reloadMu.Unlock()
 		if err != nil {
 			s.log.Error(fmt.Sprintf("failover: node %s: the config file was not updated; a restart would go back to %s: fix the file", d.name, d.master),
 				zap.String("source", cfg.Source()), zap.Error(err))
 		}
 	}
+}
+
+// saveFailover writes a failover into the config file at path: the node's
+// master and slaves only, as the file has them now (run-time changes an
+// operator did not save, and edits not reloaded yet, stay as they are).
+func saveFailover(path, node, from, to string) error {
+	disk, _, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	if err := failoverEdit(disk, node, from, to); err != nil && !errors.Is(err, errFailoverDone) {
+		return err
+	}
+	return disk.Save()
 }

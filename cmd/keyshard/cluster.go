@@ -73,10 +73,12 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "keyshard config: %q is not an etcd URL (etcd://host:port/prefix)\n", rawURL)
 		return 2
 	}
+	// diff's exit status is diff(1)'s: 1 differs, 2 trouble.
+	trouble := map[bool]int{true: 2, false: 1}[args[0] == "diff"]
 	store, err := cluster.Open(rawURL, opts.FromEnv())
 	if err != nil {
 		fmt.Fprintln(stderr, "keyshard config:", err)
-		return 1
+		return trouble
 	}
 	defer store.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -84,7 +86,7 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 	st, err := store.Read(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "keyshard config:", err)
-		return 1
+		return trouble
 	}
 	switch args[0] {
 	case "pull":
@@ -113,7 +115,20 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 			"(an admin change or another push). Pull it, carry your edit over, push again\n", st.ConfigRev, *rev)
 		return 1
 	}
-	return push(ctx, store, st, fs.Arg(0), *blackFile, *force, stdout, stderr)
+	return push(ctx, store, st, fs.Arg(0), *blackFile, *force, *rev != 0, stdout, stderr)
+}
+
+// masterChanges lists the nodes of old whose master next changes: a push
+// of an old file would undo a failover (or an operator's change) and send
+// writes to a former master.
+func masterChanges(old, next *config.Config) []string {
+	var out []string
+	for _, n := range old.Nodes {
+		if nn, ok := next.Node(n.Name); ok && nn.Master != n.Master {
+			out = append(out, fmt.Sprintf("node %s: master %s -> %s", n.Name, n.Master, nn.Master))
+		}
+	}
+	return out
 }
 
 // running returns the config documents the live instances run (by
@@ -144,8 +159,9 @@ func running(ctx context.Context, store *cluster.Store, st cluster.State) map[in
 	return out
 }
 
-// push is `keyshard config push`.
-func push(ctx context.Context, store *cluster.Store, st cluster.State, path, blackFile string, force bool, stdout, stderr io.Writer) int {
+// push is `keyshard config push` (revChecked: -rev named the revision
+// the file was pulled at).
+func push(ctx context.Context, store *cluster.Store, st cluster.State, path, blackFile string, force, revChecked bool, stdout, stderr io.Writer) int {
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Fprintln(stderr, "keyshard config:", err)
@@ -159,6 +175,16 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 		fmt.Fprintf(stderr, "%v\nkeyshard config: nothing pushed\n", err)
 		return 1
 	}
+	if st.ConfigRev != 0 && !force && !revChecked {
+		if old, _, err := config.Parse(st.Config, store.Source()); err == nil {
+			if ch := masterChanges(old, next); len(ch) > 0 {
+				fmt.Fprintf(stderr, "keyshard config: nothing pushed: %s changes a node's master:\n  %s\nA failover or an operator may have "+
+					"changed it in the shared document since your copy was made: pushing an old copy would send writes to a former master. "+
+					"Pull (it prints the revision) and push with -rev N, or push with -force.\n", path, strings.Join(ch, "\n  "))
+				return 1
+			}
+		}
+	}
 	for rev, doc := range running(ctx, store, st) {
 		old, _, err := config.Parse(doc, store.Source())
 		if err != nil {
@@ -171,23 +197,27 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 			return 1
 		}
 	}
+	var black []byte
 	if blackFile != "" {
-		black, err := os.ReadFile(blackFile)
+		if black, err = os.ReadFile(blackFile); err == nil {
+			err = proxy.CheckBlacklist(black)
+		}
 		if err != nil {
-			fmt.Fprintln(stderr, "keyshard config:", err)
+			fmt.Fprintf(stderr, "keyshard config: nothing pushed: blacklist %s: %v\n", blackFile, err)
 			return 1
 		}
-		if _, err := store.PutBlacklist(ctx, black, st.BlacklistRev); err != nil {
-			fmt.Fprintf(stderr, "keyshard config: blacklist not pushed: %v\n", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "%s: blacklist from %s\n", store.Source(), blackFile)
 	}
-	if st.ConfigRev != 0 && bytes.Equal(st.Config, doc) && !force {
+	if st.ConfigRev != 0 && bytes.Equal(st.Config, doc) && !force && (black == nil || bytes.Equal(black, st.Blacklist)) {
 		fmt.Fprintf(stdout, "%s: unchanged (revision %d)\n", store.Source(), st.ConfigRev)
 		return 0
 	}
-	rev, err := store.PutConfig(ctx, doc, st.ConfigRev, force)
+	var rev int64
+	if black != nil {
+		// Both or neither.
+		rev, err = store.PutBoth(ctx, doc, st.ConfigRev, force, black, st.BlacklistRev)
+	} else {
+		rev, err = store.PutConfig(ctx, doc, st.ConfigRev, force)
+	}
 	if errors.Is(err, cluster.ErrConflict) {
 		fmt.Fprintf(stderr, "keyshard config: nothing pushed: %v; pull it, look, and push again\n", err)
 		return 1
@@ -196,7 +226,11 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 		fmt.Fprintln(stderr, "keyshard config: nothing pushed:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: %s pushed, revision %d (was %d)\n", store.Source(), path, rev, st.ConfigRev)
+	what := path
+	if black != nil {
+		what += " and blacklist " + blackFile
+	}
+	fmt.Fprintf(stdout, "%s: %s pushed, revision %d (was %d)\n", store.Source(), what, rev, st.ConfigRev)
 	return 0
 }
 

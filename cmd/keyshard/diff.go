@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -13,6 +14,9 @@ func unifiedDiff(nameA, nameB, a, b string) string {
 		return ""
 	}
 	x, y := splitLines(a), splitLines(b)
+	if slices.Equal(x, y) {
+		return fmt.Sprintf("--- %s\n+++ %s\n(they differ only in the final newline)\n", nameA, nameB)
+	}
 	// lcs[i][j]: the longest common subsequence of x[i:] and y[j:].
 	lcs := make([][]int, len(x)+1)
 	for i := range lcs {

@@ -186,7 +186,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_ = srv.Shutdown(context.Background())
 		return 1
 	}
-	srv.SetLocal(local)
+	if store == nil {
+		srv.SetLocal(local) // (NewClustered took it before its goroutines started)
+	}
 	srv.SetAdmin(admin.SQL(srv))
 	var https []*http.Server
 	admin.EnableContentionProfiles()
@@ -199,6 +201,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		hl, err := net.Listen("tcp", addr)
 		if err != nil {
 			log.Error("cannot listen (admin http)", zap.String("addr", addr), zap.Error(err))
+			_ = srv.Shutdown(context.Background())
 			return 1
 		}
 		https = append(https, hs)

@@ -238,9 +238,11 @@ type Down struct {
 // State is the shared config at one revision of the store.
 type State struct {
 	Rev          int64  // the store's revision it was read at
+	Cluster      uint64 // etcd's cluster id (a wiped etcd is another cluster)
 	Config       []byte // the ks.yaml document
 	ConfigRev    int64  // its modification revision (0: none)
 	Forced       bool   // written as forced (may move existing rows)
+	ForceRev     int64  // the revision of the last document written forced (0: none)
 	Blacklist    []byte
 	BlacklistRev int64
 	Down         []Down
@@ -259,13 +261,14 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, s.unreachable(err)
 	}
-	st := State{Rev: resp.Header.Revision}
+	st := State{Rev: resp.Header.Revision, Cluster: resp.Header.ClusterId}
 	r := resp.Responses
+	if f := r[1].GetResponseRange().Kvs; len(f) > 0 {
+		st.ForceRev = f[0].ModRevision
+	}
 	if kvs := r[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		st.Config, st.ConfigRev = kvs[0].Value, kvs[0].ModRevision
-		if f := r[1].GetResponseRange().Kvs; len(f) > 0 && f[0].ModRevision == st.ConfigRev {
-			st.Forced = true
-		}
+		st.Forced = st.ForceRev == st.ConfigRev
 	}
 	if kvs := r[2].GetResponseRange().Kvs; len(kvs) > 0 {
 		st.Blacklist, st.BlacklistRev = kvs[0].Value, kvs[0].ModRevision
@@ -309,27 +312,53 @@ func (s *Store) PutConfig(ctx context.Context, doc []byte, ifRev int64, forced b
 	return s.cas(ctx, s.key("config"), doc, ifRev, extra...)
 }
 
+// PutBoth writes the config document and the SQL blacklist in one
+// transaction, each if still at its revision (push -blacklist): both or
+// neither.
+func (s *Store) PutBoth(ctx context.Context, doc []byte, ifRev int64, forced bool, black []byte, blackIfRev int64) (int64, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	ops := []clientv3.Op{clientv3.OpPut(s.key("config"), string(doc)), clientv3.OpPut(s.key("blacklist"), string(black))}
+	if forced {
+		ops = append(ops, clientv3.OpPut(s.key("force"), "1"))
+	}
+	resp, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(s.key("config")), "=", ifRev),
+		clientv3.Compare(clientv3.ModRevision(s.key("blacklist")), "=", blackIfRev),
+	).Then(ops...).Commit()
+	if err != nil {
+		return 0, s.unreachable(err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}
+
 // PutBlacklist writes the SQL blacklist if it is still at revision ifRev.
 func (s *Store) PutBlacklist(ctx context.Context, data []byte, ifRev int64) (int64, error) {
 	return s.cas(ctx, s.key("blacklist"), data, ifRev)
 }
 
-// SetDown marks d's backend out of service (down) or removes the mark.
-func (s *Store) SetDown(ctx context.Context, d Down, down bool) error {
+// SetDown marks d's backend out of service (down) or removes the mark,
+// and returns the store's revision after it.
+func (s *Store) SetDown(ctx context.Context, d Down, down bool) (int64, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	key := s.key("down", d.Node, d.Addr)
-	var err error
+	key := s.key("down", d.Node, d.Role, d.Addr)
 	if down {
 		b, _ := json.Marshal(d)
-		_, err = s.cli.Put(ctx, key, string(b))
-	} else {
-		_, err = s.cli.Delete(ctx, key)
+		resp, err := s.cli.Put(ctx, key, string(b))
+		if err != nil {
+			return 0, s.unreachable(err)
+		}
+		return resp.Header.Revision, nil
 	}
+	resp, err := s.cli.Delete(ctx, key)
 	if err != nil {
-		return s.unreachable(err)
+		return 0, s.unreachable(err)
 	}
-	return nil
+	return resp.Header.Revision, nil
 }
 
 // Watch sends on the channel it returns whenever the shared state may

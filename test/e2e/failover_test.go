@@ -60,6 +60,8 @@ connect_timeout: 1s
 user_list:
   - user: ks
     password: ks
+  - user: root
+    password: rootpw
 nodes:
   - name: %s
     user: ks
@@ -101,6 +103,9 @@ func TestFailover(t *testing.T) {
 	if err := m.QueryRow("SELECT port FROM failover_e2e.t WHERE id = 1").Scan(&port); err != nil || port != foMaster {
 		t.Fatalf("row 1 on the master: port %d, %v", port, err)
 	}
+
+	// An admin change not saved: the failover must not save it.
+	mustExec(t, adminDB(t, p), "admin server(opt,k,v) values('change','slow_log_time','77')")
 
 	// The master dies: writes fail, naming the node and its master.
 	t.Cleanup(func() { _, _ = backends("start", fmt.Sprint(foMaster)) }) // left running for the next run
@@ -151,6 +156,9 @@ func TestFailover(t *testing.T) {
 	if n, _ := saved.Node("fo1"); n.Master != foAddr(foReplica) || n.Slave != "" {
 		b, _ := os.ReadFile(p.File)
 		t.Errorf("config file: master %q, slave %q\n%s", n.Master, n.Slave, b)
+	}
+	if saved.SlowLogTime != 0 {
+		t.Errorf("the failover saved an unsaved admin change too: slow_log_time %d in the file", saved.SlowLogTime)
 	}
 	if p.Logs.FilterMessageSnippet(fmt.Sprintf("failover: node fo1 now writes to %s (master %s down for", foAddr(foReplica), foAddr(foMaster))).Len() != 1 {
 		t.Errorf("no (or several) failover log lines")
