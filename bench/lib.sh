@@ -92,3 +92,48 @@ mysql_at() {
 ratio() {
 	if [[ $1 == - || $2 == - ]]; then echo "-"; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; fi
 }
+
+# Per-query costs of each process in an arm: perf counts the syscalls and
+# context switches of the processes given (all their threads) from
+# arm_start to arm_stop; cpu_ticks their CPU. PERF=0, or no usable perf,
+# leaves the syscall columns "-".
+#
+# arm_start NAME PID...: start counting for the processes (one perf each).
+# arm_stop NAME TOTAL: stop; sets ARM_SYS[NAME.i], ARM_CS[NAME.i] and
+# ARM_CPU[NAME.i] (per query, TOTAL queries) for the i-th PID.
+declare -A ARM_PERF ARM_T0 ARM_SYS ARM_CS ARM_CPU ARM_PIDS
+perf_usable() {
+	[[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null &&
+		perf stat -x, -e raw_syscalls:sys_enter -p $$ -- true >/dev/null 2>&1
+}
+arm_start() {
+	local name=$1 i=0 pid
+	shift
+	ARM_PIDS[$name]="$*"
+	for pid in "$@"; do
+		ARM_T0[$name.$i]=$(cpu_ticks "$pid")
+		if [[ $PERF_OK == 1 ]]; then
+			perf stat -x, -o "$WORK/perf.$name.$i" -e raw_syscalls:sys_enter,context-switches -p "$pid" >/dev/null 2>&1 &
+			ARM_PERF[$name.$i]=$!
+		fi
+		i=$((i + 1))
+	done
+	[[ $PERF_OK == 1 ]] && sleep 0.1 # perf attaches
+	return 0
+}
+arm_stop() {
+	local name=$1 total=$2 i=0 pid f
+	for pid in ${ARM_PIDS[$name]}; do
+		ARM_CPU[$name.$i]=$(fcalc "($(cpu_ticks "$pid") - ${ARM_T0[$name.$i]}) / $CLK_TCK * 1000000 / $total")
+		ARM_SYS[$name.$i]=- ARM_CS[$name.$i]=-
+		if [[ -n ${ARM_PERF[$name.$i]:-} ]]; then
+			kill -INT "${ARM_PERF[$name.$i]}" 2>/dev/null || true
+			wait "${ARM_PERF[$name.$i]}" 2>/dev/null || true
+			unset "ARM_PERF[$name.$i]"
+			f=$WORK/perf.$name.$i
+			ARM_SYS[$name.$i]=$(awk -F, -v t="$total" '$3 == "raw_syscalls:sys_enter" { printf "%.2f", $1 / t }' "$f")
+			ARM_CS[$name.$i]=$(awk -F, -v t="$total" '$3 == "context-switches" { printf "%.2f", $1 / t }' "$f")
+		fi
+		i=$((i + 1))
+	done
+}

@@ -176,6 +176,9 @@ ks_alive() {
 # ---------------------------------------------------------------- setup
 # Two backends: the second is node2 of the sharded run.
 scripts/backends.sh up 2 "$DIRECT_PORT" >&2
+MDB_PID=$(<"$KS_BACKENDS_DIR/$DIRECT_PORT/pid")
+PERF_OK=0
+if perf_usable; then PERF_OK=1; else log "perf unusable (PERF=0, or missing: apt-get install linux-perf): no syscall counts"; fi
 [[ $SELF_TEST != 1 ]] || SKIP_SHARD=1
 [[ $SELF_TEST != 1 ]] || SKIP_MERGE=1
 
@@ -307,55 +310,82 @@ run_sysbench() {
 declare -A SUM
 add() { SUM[$1]=$(fcalc "${SUM[$1]:-0} + $2"); }
 
+# costs ARM WL TH KEY...: adds the per-query costs arm_stop measured for
+# ARM's processes, the i-th under the i-th KEY ("" skips it): syscalls
+# (c.KEY.sys), context switches (c.KEY.cs), CPU µs (c.KEY.cpu).
+costs() {
+	local arm=$1 key=$2/$3 i=0 k
+	shift 3
+	for k in "$@"; do
+		if [[ -n $k && -n ${ARM_CPU[$arm.$i]:-} ]]; then
+			add "$key/c.$k.cpu" "${ARM_CPU[$arm.$i]}"
+			add "$key/c.$k.n" 1
+			if [[ ${ARM_SYS[$arm.$i]} != - ]]; then
+				add "$key/c.$k.sys" "${ARM_SYS[$arm.$i]}"
+				add "$key/c.$k.cs" "${ARM_CS[$arm.$i]}"
+				add "$key/c.$k.pn" 1
+			fi
+		fi
+		i=$((i + 1))
+	done
+}
+
 n=0
 for wl in $WORKLOADS; do
 	for th in $THREADS; do
 		for ((r = 1; r <= ROUNDS; r++)); do
 			n=$((n + 1))
+			arm_start direct "$MDB_PID"
 			res=$(run_sysbench "$DIRECT_PORT" "$wl" "$th" "$WORK/$wl.$th.$r.direct.log") || {
+				arm_stop direct 1
 				FAILED=1
 				continue
 			}
-			read -r qps p95 _ <<<"$res"
+			read -r qps p95 total <<<"$res"
+			arm_stop direct "$total"
+			costs direct "$wl" "$th" dm
 			add "$wl/$th/dq" "$qps"
 			add "$wl/$th/dp" "$p95"
 			add "$wl/$th/dn" 1
-			log "$wl threads=$th round $r: direct   $qps qps, p95 $p95 ms"
+			log "$wl threads=$th round $r: direct   $qps qps, p95 $p95 ms, MariaDB CPU $(printf %.1f "${ARM_CPU[direct.0]}") us/query"
 
 			ks_alive
-			t0=0
-			[[ $SELF_TEST == 1 ]] || t0=$(cpu_ticks "$KS_PID")
+			if [[ $SELF_TEST == 1 ]]; then arm_start ks "$MDB_PID"; else arm_start ks "$MDB_PID" "$KS_PID"; fi
 			res=$(run_sysbench "$B_PORT" "$wl" "$th" "$WORK/$wl.$th.$r.keyshard.log") || {
+				arm_stop ks 1
 				FAILED=1
 				ks_alive
 				continue
 			}
 			read -r qps p95 total <<<"$res"
+			arm_stop ks "$total"
+			costs ks "$wl" "$th" km k
 			add "$wl/$th/kq" "$qps"
 			add "$wl/$th/kp" "$p95"
 			add "$wl/$th/kn" 1
 			cpu="n/a"
 			if [[ $SELF_TEST != 1 ]]; then
-				t1=$(cpu_ticks "$KS_PID")
-				cpu=$(fcalc "($t1 - $t0) / $CLK_TCK * 1000000 / $total")
+				cpu=${ARM_CPU[ks.1]}
 				add "$wl/$th/cpu" "$cpu"
+				cpu=$(printf %.1f "$cpu")
 			fi
-			[[ $cpu == n/a ]] || cpu=$(printf %.1f "$cpu")
-			log "$wl threads=$th round $r: $B_NAME $qps qps, p95 $p95 ms, proxy CPU $cpu us/query"
+			log "$wl threads=$th round $r: $B_NAME $qps qps, p95 $p95 ms, proxy CPU $cpu us/query, syscalls ${ARM_SYS[ks.1]:--}/query"
 
 			[[ $REF == haproxy ]] || continue
-			t0=$(cpu_ticks "$REF_PID")
+			arm_start ref "$MDB_PID" "$REF_PID"
 			res=$(run_sysbench "$REF_PORT" "$wl" "$th" "$WORK/$wl.$th.$r.haproxy.log") || {
+				arm_stop ref 1
 				FAILED=1
 				continue
 			}
 			read -r qps p95 total <<<"$res"
-			t1=$(cpu_ticks "$REF_PID")
-			cpu=$(fcalc "($t1 - $t0) / $CLK_TCK * 1000000 / $total")
+			arm_stop ref "$total"
+			costs ref "$wl" "$th" rm r
+			cpu=${ARM_CPU[ref.1]}
 			add "$wl/$th/rq" "$qps"
 			add "$wl/$th/rcpu" "$cpu"
 			add "$wl/$th/rn" 1
-			log "$wl threads=$th round $r: haproxy  $qps qps, p95 $p95 ms, CPU $(printf %.1f "$cpu") us/query"
+			log "$wl threads=$th round $r: haproxy  $qps qps, p95 $p95 ms, CPU $(printf %.1f "$cpu") us/query, syscalls ${ARM_SYS[ref.1]}/query"
 		done
 	done
 done
@@ -588,6 +618,30 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 			done
 		done
 	fi
+	echo
+	echo "Per query in the same runs, for each arm: syscalls and context switches (perf stat, every thread)" \
+		"and CPU µs (/proc) of the proxy and of MariaDB. Fewer syscalls and wake-ups per query on both sides is what a proxy can win:"
+	echo
+	echo "| workload | threads | arm | proxy syscalls | proxy ctx switches | proxy CPU µs | MariaDB syscalls | MariaDB ctx switches | MariaDB CPU µs |"
+	echo "|---|---:|---|---:|---:|---:|---:|---:|---:|"
+	for wl in $WORKLOADS; do
+		for th in $THREADS; do
+			for arm in "direct::dm" "$B_NAME:k:km" "haproxy:r:rm"; do
+				IFS=: read -r name p m <<<"$arm"
+				[[ $name != haproxy || $REF == haproxy ]] || continue
+				row="| ${wl#oltp_} | $th | $name"
+				for k in "$p" "$m"; do
+					if [[ -z $k ]]; then
+						row+=" | - | - | -"
+					else
+						row+=" | $(mean "$wl/$th/c.$k.sys" "$wl/$th/c.$k.pn" %.1f) | $(mean "$wl/$th/c.$k.cs" "$wl/$th/c.$k.pn" %.1f)"
+						row+=" | $(mean "$wl/$th/c.$k.cpu" "$wl/$th/c.$k.n" %.1f)"
+					fi
+				done
+				echo "$row |"
+			done
+		done
+	done
 	if [[ -n $OLTP_RSS ]]; then
 		echo
 		echo "keyshard peak RSS during the OLTP runs: $(awk -v k="$OLTP_RSS" 'BEGIN { printf "%.1f", k / 1024 }') MiB."
