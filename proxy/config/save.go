@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -24,9 +25,11 @@ func (c *Config) Clone() *Config {
 
 // Rewrite returns the YAML file orig with the settings that admin commands
 // change at run time set to c's values: allow_ips, log_sql, slow_log_time
-// and each node's master and slave list (a failover changes both).
-// Everything else, comments included, stays as written; a key the file
-// lacks is added.
+// and each node's master and slave list. Everything else stays as written,
+// byte for byte (comments, blank lines, quoting): only the values that
+// change are replaced in the text, and a key the file lacks is added on a
+// line of its own. A file too unusual for that (flow style, block
+// scalars) is re-encoded whole instead: comments stay, layout may not.
 func (c *Config) Rewrite(orig []byte) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(orig, &doc); err != nil {
@@ -36,9 +39,11 @@ func (c *Config) Rewrite(orig []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%s: not a YAML mapping", c.src)
 	}
 	top := doc.Content[0]
-	setScalar(top, "allow_ips", c.AllowIPs, c.AllowIPs != "")
-	setScalar(top, "log_sql", c.LogSQL, c.LogSQL != "" && c.LogSQL != "off")
-	setScalar(top, "slow_log_time", strconv.Itoa(c.SlowLogTime), c.SlowLogTime != 0)
+	var sets []setting
+	sets = append(sets,
+		setting{m: top, key: "allow_ips", val: c.AllowIPs, want: c.AllowIPs != ""},
+		setting{m: top, key: "log_sql", val: c.LogSQL, want: c.LogSQL != "" && c.LogSQL != "off", plain: true},
+		setting{m: top, key: "slow_log_time", val: strconv.Itoa(c.SlowLogTime), want: c.SlowLogTime != 0, plain: true})
 	if nodes := mapValue(top, "nodes"); nodes != nil && nodes.Kind == yaml.SequenceNode {
 		for _, item := range nodes.Content {
 			if item.Kind != yaml.MappingNode {
@@ -49,10 +54,16 @@ func (c *Config) Rewrite(orig []byte) ([]byte, error) {
 				continue
 			}
 			if nc, ok := c.Node(name.Value); ok {
-				setScalar(item, "master", nc.Master, true) // a failover changes it
-				setScalar(item, "slave", nc.Slave, nc.Slave != "")
+				sets = append(sets, setting{m: item, key: "master", val: nc.Master, want: true},
+					setting{m: item, key: "slave", val: nc.Slave, want: nc.Slave != ""})
 			}
 		}
+	}
+	if out, ok := splice(orig, top, sets); ok {
+		return out, nil
+	}
+	for _, st := range sets {
+		setScalar(st.m, st.key, st.val, st.want)
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -64,6 +75,171 @@ func (c *Config) Rewrite(orig []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// setting is one key Rewrite sets in mapping m (added if absent only when
+// want: the value is not the default).
+type setting struct {
+	m        *yaml.Node
+	key, val string
+	want     bool
+	plain    bool // written as is (a number, on/off: yaml.Marshal would quote them)
+}
+
+// text is the setting's value as YAML.
+func (st setting) text() string {
+	if st.plain {
+		return st.val
+	}
+	return yamlScalar(st.val)
+}
+
+// splice makes the settings as edits of the text of orig (see Rewrite);
+// ok is false when the file's shape does not allow it, or the result
+// would not read back as meant.
+func splice(orig []byte, top *yaml.Node, sets []setting) ([]byte, bool) {
+	lines := strings.SplitAfter(string(orig), "\n")
+	type edit struct {
+		line, from, to int // 0-based line, byte range in it
+		text           string
+		insert         bool // a new line before line (to unused)
+	}
+	var edits []edit
+	for _, st := range sets {
+		if st.m.Style&yaml.FlowStyle != 0 {
+			return nil, false
+		}
+		v := mapValue(st.m, st.key)
+		if v != nil {
+			if v.Kind != yaml.ScalarNode || v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 || v.Value == st.val {
+				if v.Kind != yaml.ScalarNode || v.Value != st.val {
+					return nil, false
+				}
+				continue
+			}
+			l := v.Line - 1
+			if l < 0 || l >= len(lines) {
+				return nil, false
+			}
+			from := v.Column - 1
+			to, ok := scalarEnd(lines[l], from)
+			if !ok {
+				return nil, false
+			}
+			edits = append(edits, edit{line: l, from: from, to: to, text: st.text()})
+			continue
+		}
+		if !st.want {
+			continue
+		}
+		if st.m == top {
+			edits = append(edits, edit{line: len(lines), insert: true, text: st.key + ": " + st.text() + "\n"})
+			continue
+		}
+		// In a node: after its name line, indented as its keys.
+		k := st.m.Content[0] // the keys of a block mapping share its column
+		name := mapValue(st.m, "name")
+		if name == nil {
+			return nil, false
+		}
+		edits = append(edits, edit{line: name.Line, insert: true, text: strings.Repeat(" ", k.Column-1) + st.key + ": " + st.text() + "\n"})
+	}
+	if len(edits) == 0 {
+		return orig, true
+	}
+	// From the end, so that earlier positions hold.
+	slices.SortStableFunc(edits, func(a, b edit) int {
+		if a.line != b.line {
+			return b.line - a.line
+		}
+		return b.from - a.from
+	})
+	for _, e := range edits {
+		if e.insert {
+			if last := len(lines) - 1; e.line == len(lines) && last >= 0 && lines[last] != "" && !strings.HasSuffix(lines[last], "\n") {
+				lines[len(lines)-1] += "\n"
+			}
+			lines = slices.Insert(lines, e.line, e.text)
+			continue
+		}
+		lines[e.line] = lines[e.line][:e.from] + e.text + lines[e.line][e.to:]
+	}
+	out := []byte(strings.Join(lines, ""))
+	// It must read back as the settings say.
+	var back yaml.Node
+	if err := yaml.Unmarshal(out, &back); err != nil || len(back.Content) == 0 {
+		return nil, false
+	}
+	if !sameSettings(back.Content[0], sets) {
+		return nil, false
+	}
+	return out, true
+}
+
+// sameSettings reports whether the mapping top (re-read) has the values
+// of sets, found by the same paths.
+func sameSettings(top *yaml.Node, sets []setting) bool {
+	nodes := mapValue(top, "nodes")
+	for _, st := range sets {
+		m := top
+		if name := mapValue(st.m, "name"); name != nil && nodes != nil {
+			m = nil
+			for _, item := range nodes.Content {
+				if n := mapValue(item, "name"); n != nil && n.Value == name.Value {
+					m = item
+				}
+			}
+			if m == nil {
+				return false
+			}
+		}
+		v := mapValue(m, st.key)
+		if v == nil && !st.want && mapValue(st.m, st.key) == nil {
+			continue
+		}
+		if v == nil || v.Value != st.val {
+			return false
+		}
+	}
+	return true
+}
+
+// scalarEnd returns where the scalar starting at from in line ends: after
+// its closing quote, or (plain) before a comment or the line's end,
+// trailing blanks left out.
+func scalarEnd(line string, from int) (int, bool) {
+	if from >= len(line) {
+		return 0, false
+	}
+	switch q := line[from]; q {
+	case '"', '\'':
+		for i := from + 1; i < len(line); i++ {
+			switch {
+			case q == '"' && line[i] == '\\':
+				i++
+			case line[i] == q && q == '\'' && i+1 < len(line) && line[i+1] == '\'':
+				i++
+			case line[i] == q:
+				return i + 1, true
+			}
+		}
+		return 0, false // continues on the next line
+	}
+	end := len(strings.TrimRight(line, "\r\n"))
+	if i := strings.Index(line[from:], " #"); i >= 0 && from+i < end {
+		end = from + i
+	}
+	return from + len(strings.TrimRight(line[from:end], " \t")), true
+}
+
+// yamlScalar is val as a YAML scalar: plain if it reads back the same,
+// else quoted.
+func yamlScalar(val string) string {
+	b, err := yaml.Marshal(val)
+	if err != nil {
+		return strconv.Quote(val)
+	}
+	return strings.TrimSuffix(string(b), "\n")
 }
 
 // Save writes c's run-time settings into the file it was loaded from (see

@@ -78,3 +78,56 @@ schema_list:
 		t.Errorf("the old master of node2 is still in the file:\n%s", out)
 	}
 }
+
+// A run-time change rewrites only the values that change: blank lines,
+// comments and quoting stay byte for byte; a key the file lacks gets a
+// line of its own; a flow-style node falls back to re-encoding.
+func TestRewriteKeepsLayout(t *testing.T) {
+	src := "# top\n\naddr: 127.0.0.1:9696   # aligned\n\nslow_log_time: 0        # ms\nallow_ips: \"127.0.0.1\"\n\n" +
+		"user_list:\n  - user: ks\n    password: ks\n\nnodes:\n  - name: node1\n    user: ks\n\n    password: ks\n    master: '127.0.0.1:3307'  # m\n" +
+		"schema_list:\n  - user: ks\n    nodes: [node1]\n    default: node1\n"
+	c, _, err := Parse([]byte(src), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Clone()
+	e.SlowLogTime, e.AllowIPs = 250, "127.0.0.1,10.0.0.0/8"
+	n, _ := e.Node("node1")
+	n.Master, n.Slave = "127.0.0.1:3308", "127.0.0.1:3309@2"
+	out, err := e.Rewrite([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.NewReplacer("slow_log_time: 0        # ms", "slow_log_time: 250        # ms",
+		`allow_ips: "127.0.0.1"`, "allow_ips: 127.0.0.1,10.0.0.0/8",
+		"  - name: node1\n", "  - name: node1\n    slave: 127.0.0.1:3309@2\n",
+		"master: '127.0.0.1:3307'  # m", "master: 127.0.0.1:3308  # m").Replace(src)
+	if string(out) != want {
+		t.Errorf("rewrite:\n%s\nwant:\n%s", out, want)
+	}
+	// A key added at the end of a file that ends in a newline: no blank
+	// line before it; one that does not: a newline first.
+	e2 := c.Clone()
+	e2.LogSQL = "on"
+	for in, want := range map[string]string{src: src + "log_sql: on\n", strings.TrimSuffix(src, "\n"): src + "log_sql: on\n"} {
+		if out, _ := e2.Rewrite([]byte(in)); string(out) != want {
+			t.Errorf("key added at the end:\n%q\nwant\n%q", out, want)
+		}
+	}
+	if same, _ := c.Rewrite([]byte(src)); string(same) != src {
+		t.Errorf("nothing changed, yet the file did:\n%s", same)
+	}
+	flow := strings.Replace(src, "  - name: node1\n    user: ks\n\n    password: ks\n    master: '127.0.0.1:3307'  # m\n",
+		"  - {name: node1, user: ks, password: ks, master: 127.0.0.1:3307}\n", 1)
+	out, err = e.Rewrite([]byte(flow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := Parse(out, "t.yaml")
+	if err != nil {
+		t.Fatalf("re-encoded flow file: %v\n%s", err, out)
+	}
+	if bn, _ := back.Node("node1"); bn.Master != "127.0.0.1:3308" || bn.Slave != "127.0.0.1:3309@2" || back.SlowLogTime != 250 {
+		t.Errorf("flow file rewritten: %+v %d\n%s", bn, back.SlowLogTime, out)
+	}
+}
