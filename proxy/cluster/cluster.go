@@ -213,7 +213,7 @@ func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) 
 // unreachable wraps an etcd failure with the source's name.
 func (s *Store) unreachable(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: etcd did not answer within %s (unreachable?)", s.Source(), s.timeout)
+		return fmt.Errorf("%s: etcd did not answer within %s (unreachable, or its TLS certificate not trusted: -etcd-cacert?)", s.Source(), s.timeout)
 	}
 	return fmt.Errorf("%s: %w", s.Source(), err)
 }
