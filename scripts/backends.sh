@@ -51,16 +51,8 @@ valid_port() {
 	((10#$1 != 3306)) || die "port 3306 belongs to the system MariaDB; pick another"
 }
 
-# run_root runs a command as root (directly, or with sudo when available).
-run_root() {
-	if ((EUID == 0)); then
-		"$@"
-	elif command -v sudo >/dev/null; then
-		sudo "$@"
-	else
-		die "need root (or sudo) to run: $*"
-	fi
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # have_tools reports whether everything the tests, demo and bench need is
 # installed: MariaDB, sysbench, and a C toolchain (go test -race needs cgo).
@@ -81,34 +73,10 @@ cmd_install() {
 	have_tools && ((${#extra[@]} == 0)) && return 0
 	local pkgs=("${PKGS[@]}" "${extra[@]}")
 	echo "backends.sh: installing ${pkgs[*]} with apt-get" >&2
-	# Keep the package's maintainer scripts from starting the system
-	# service: invoke-rc.d and deb-systemd-invoke honour policy-rc.d.
-	local policy=/usr/sbin/policy-rc.d added=0
-	if [[ ! -e $policy ]]; then
-		run_root sh -c "printf '#!/bin/sh\nexit 101\n' >$policy && chmod 755 $policy"
-		added=1
-	fi
-	local rc=0
-	run_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || rc=$?
-	if ((rc == 0)); then
-		run_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${pkgs[@]}" || rc=$?
-	fi
-	((added)) && run_root rm -f "$policy"
-	((rc == 0)) || die "apt-get failed (exit $rc)"
+	apt_install "${pkgs[@]}"
 	have_tools || die "tools still missing after apt-get install ${pkgs[*]}"
 }
 
-# lock serialises commands that change instances under BASE_DIR. The lock
-# file sits next to the directory because down removes the directory.
-lock() {
-	command -v flock >/dev/null || return 0
-	mkdir -p "$(dirname "$BASE_DIR")"
-	exec 9>"$BASE_DIR.lock"
-	flock -w 300 9 || die "timed out waiting for $BASE_DIR.lock"
-}
-
-inst_dir() { echo "$BASE_DIR/$1"; }
 
 # client runs a MariaDB client tool as root over the instance's socket. It
 # reads no option files, so it also works for a directory without my.cnf.
@@ -136,7 +104,6 @@ inst_pid() {
 
 alive() { client mariadb-admin "$1" --connect-timeout=2 ping >/dev/null 2>&1; }
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 write_cnf() {
 	local port=$1 d

@@ -19,15 +19,8 @@ die() {
 	exit 1
 }
 
-run_root() {
-	if ((EUID == 0)); then
-		"$@"
-	elif command -v sudo >/dev/null; then
-		sudo "$@"
-	else
-		die "need root (or sudo) to run: $*"
-	fi
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 find_browser() {
 	local c

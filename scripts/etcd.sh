@@ -53,16 +53,8 @@ valid_port() {
 	fi
 }
 
-# run_root runs a command as root (directly, or with sudo when available).
-run_root() {
-	if ((EUID == 0)); then
-		"$@"
-	elif command -v sudo >/dev/null; then
-		sudo "$@"
-	else
-		die "need root (or sudo) to run: $*"
-	fi
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 have_tools() { [[ -x /usr/bin/etcd && -x /usr/bin/etcdctl ]]; }
 
@@ -70,34 +62,10 @@ cmd_install() {
 	[[ $# -eq 0 ]] || usage
 	have_tools && return 0
 	echo "etcd.sh: installing ${PKGS[*]} with apt-get" >&2
-	# Keep the package's maintainer scripts from starting the system
-	# service: invoke-rc.d and deb-systemd-invoke honour policy-rc.d.
-	local policy=/usr/sbin/policy-rc.d added=0
-	if [[ ! -e $policy ]]; then
-		run_root sh -c "printf '#!/bin/sh\nexit 101\n' >$policy && chmod 755 $policy"
-		added=1
-	fi
-	local rc=0
-	run_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || rc=$?
-	if ((rc == 0)); then
-		run_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "${PKGS[@]}" || rc=$?
-	fi
-	((added)) && run_root rm -f "$policy"
-	((rc == 0)) || die "apt-get failed (exit $rc)"
+	apt_install "${PKGS[@]}"
 	have_tools || die "/usr/bin/etcd or /usr/bin/etcdctl still missing after apt-get install ${PKGS[*]}"
 }
 
-# lock serialises commands that change instances under BASE_DIR. The lock
-# file sits next to the directory because down removes the directory.
-lock() {
-	command -v flock >/dev/null || return 0
-	mkdir -p "$(dirname "$BASE_DIR")"
-	exec 9>"$BASE_DIR.lock"
-	flock -w 300 9 || die "timed out waiting for $BASE_DIR.lock"
-}
-
-inst_dir() { echo "$BASE_DIR/$1"; }
 
 # inst_pid prints the pid of the instance's etcd if it is running.
 inst_pid() {
@@ -123,7 +91,6 @@ alive() {
 		endpoint health >/dev/null 2>&1
 }
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 log_tail() {
 	local d
