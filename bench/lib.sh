@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # the ARM_* results are read by the scripts that source this
 # bench/lib.sh: shared by the bench scripts (sourced): run.sh, hotkey.sh,
 # loaddata.sh, xa.sh, frozen.sh, hostile.sh.
 
@@ -104,7 +106,13 @@ ratio() {
 declare -A ARM_PERF ARM_T0 ARM_SYS ARM_CS ARM_CPU ARM_PIDS
 perf_usable() {
 	[[ ${PERF:-1} == 1 ]] && command -v perf >/dev/null &&
-		perf stat -x, -e raw_syscalls:sys_enter -p $$ -- true >/dev/null 2>&1
+		perf stat -x, -e raw_syscalls:sys_enter -p "${1:-$$}" -- true >/dev/null 2>&1
+}
+# arm_kill stops every perf still counting (an interrupted run).
+arm_kill() {
+	local p
+	for p in "${ARM_PERF[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+	return 0
 }
 arm_start() {
 	local name=$1 i=0 pid
@@ -121,8 +129,14 @@ arm_start() {
 	[[ $PERF_OK == 1 ]] && sleep 0.1 # perf attaches
 	return 0
 }
+# perf_per FILE EVENT TOTAL: EVENT's count in perf's CSV FILE per query
+# ("-" if it is missing).
+perf_per() {
+	awk -F, -v e="$2" -v t="$3" '$3 == e && t > 0 { v = sprintf("%.2f", $1 / t) } END { print (v == "" ? "-" : v) }' "$1" 2>/dev/null || echo -
+}
 arm_stop() {
 	local name=$1 total=$2 i=0 pid f
+	((total > 0)) || total=1
 	for pid in ${ARM_PIDS[$name]}; do
 		ARM_CPU[$name.$i]=$(fcalc "($(cpu_ticks "$pid") - ${ARM_T0[$name.$i]}) / $CLK_TCK * 1000000 / $total")
 		ARM_SYS[$name.$i]=- ARM_CS[$name.$i]=-
@@ -131,8 +145,8 @@ arm_stop() {
 			wait "${ARM_PERF[$name.$i]}" 2>/dev/null || true
 			unset "ARM_PERF[$name.$i]"
 			f=$WORK/perf.$name.$i
-			ARM_SYS[$name.$i]=$(awk -F, -v t="$total" '$3 == "raw_syscalls:sys_enter" { printf "%.2f", $1 / t }' "$f")
-			ARM_CS[$name.$i]=$(awk -F, -v t="$total" '$3 == "context-switches" { printf "%.2f", $1 / t }' "$f")
+			ARM_SYS[$name.$i]=$(perf_per "$f" raw_syscalls:sys_enter "$total")
+			ARM_CS[$name.$i]=$(perf_per "$f" context-switches "$total")
 		fi
 		i=$((i + 1))
 	done

@@ -24,14 +24,17 @@ mysql_at 23400 -N -e 'SELECT COUNT(*) FROM sbtest.sbtest1' >/dev/null 2>&1 ||
 go build -o "$WORK/pipeline" ./bench/pipeline
 MDB_PID=$(<"$KS_BACKENDS_DIR/23400/pid")
 PERF_OK=0
-perf_usable && PERF_OK=1
+perf_usable "$MDB_PID" && PERF_OK=1
+trap arm_kill EXIT
 declare -A SUM
 add() { SUM[$1]=$(fcalc "${SUM[$1]:-0} + $2"); }
 for ((r = 1; r <= ROUNDS; r++)); do
 	for d in $DEPTHS; do
 		c=$((INFLIGHT / d))
+		((c > 0)) || { echo "pipeline.sh: depth $d is over INFLIGHT $INFLIGHT" >&2; exit 2; }
 		arm_start mdb "$MDB_PID"
-		read -r total qps < <("$WORK/pipeline" -conns "$c" -depth "$d" -time "$TIME")
+		out=$("$WORK/pipeline" -conns "$c" -depth "$d" -time "$TIME") || { echo "pipeline.sh: bench/pipeline failed" >&2; exit 1; }
+		read -r total qps <<<"$out"
 		arm_stop mdb "$total"
 		add "$d/qps" "$qps"
 		add "$d/cpu" "${ARM_CPU[mdb.0]}"

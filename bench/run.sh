@@ -139,6 +139,7 @@ die() {
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
+	arm_kill
 	if [[ -n $KS_PID ]] && kill -0 "$KS_PID" 2>/dev/null; then
 		kill -TERM "$KS_PID" 2>/dev/null || true
 		for _ in $(seq 50); do
@@ -178,7 +179,7 @@ ks_alive() {
 scripts/backends.sh up 2 "$DIRECT_PORT" >&2
 MDB_PID=$(<"$KS_BACKENDS_DIR/$DIRECT_PORT/pid")
 PERF_OK=0
-if perf_usable; then PERF_OK=1; else log "perf unusable (PERF=0, or missing: apt-get install linux-perf): no syscall counts"; fi
+if perf_usable "$MDB_PID"; then PERF_OK=1; else log "perf unusable (PERF=0, or missing: apt-get install linux-perf): no syscall counts"; fi
 [[ $SELF_TEST != 1 ]] || SKIP_SHARD=1
 [[ $SELF_TEST != 1 ]] || SKIP_MERGE=1
 

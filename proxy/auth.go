@@ -218,6 +218,10 @@ func (s *Session) handshake() error {
 	if err := s.setUser(r.user); err != nil {
 		return err
 	}
+	if s.srv.offline.Load() && !s.srv.mayLoginOffline(s.snap.cfg, r.user) {
+		s.srv.metrics.rejected("offline").Inc()
+		return newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused, but for admin users")
+	}
 	s.collation = r.collation
 	s.zstdLevel = r.zstdLevel
 	if err := s.startSession(r.db); err != nil {

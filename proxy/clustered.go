@@ -42,7 +42,9 @@ type clusterLink struct {
 	blackRev  int64  // the blacklist's etcd revision applied
 	failedRev int64  // a newer revision that failed to apply (not retried until it changes)
 	rev       int64  // the store revision of the newest state applied or written: older reads are stale
-	cluster   uint64 // etcd's cluster id (another: etcd was wiped; start over)
+	cluster   uint64 // etcd's cluster id (another: etcd was replaced; start over)
+	resetRev  int64  // the store revision when the bookkeeping last started over (a force mark older than it is history)
+	empty     bool   // the last read found no config document (a wiped etcd): changes are refused
 
 	// What the member entry says; mu because Register reads it.
 	mu      sync.Mutex
@@ -160,6 +162,9 @@ func (s *Server) followStore(rev int64) {
 // backends taken down. If etcd cannot be read the running config stays.
 func (s *Server) syncStore(force bool) ([]string, error) {
 	l := s.link
+	s.reloadMu.Lock()
+	before := l.rev
+	s.reloadMu.Unlock()
 	st, err := l.store.Read(s.ctx)
 	l.mu.Lock()
 	switch {
@@ -176,22 +181,27 @@ func (s *Server) syncStore(force bool) ([]string, error) {
 	}
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	return s.applyStoreLocked(st, force)
+	return s.applyStoreLocked(st, before, force)
 }
 
-// applyStoreLocked applies state st (under reloadMu).
-func (s *Server) applyStoreLocked(st cluster.State, force bool) ([]string, error) {
+// applyStoreLocked applies state st (under reloadMu), read when the
+// newest revision this instance knew was before.
+func (s *Server) applyStoreLocked(st cluster.State, before int64, force bool) ([]string, error) {
 	l := s.link
-	if st.Cluster != l.cluster {
-		// etcd was replaced (wiped, restored): its revisions start over.
-		s.log.Warn("cluster: etcd is another cluster than before (wiped or restored?); following it from scratch",
-			zap.Uint64("was", l.cluster), zap.Uint64("now", st.Cluster))
-		l.cluster, l.rev, l.configRev, l.failedRev, l.blackRev = st.Cluster, 0, 0, 0, -1
+	if st.Cluster != l.cluster || st.Rev < before {
+		// etcd was replaced (wiped, restored from a backup): its
+		// revisions start over. (A wiped etcd on the same addresses
+		// keeps its cluster id: its revision going back tells.)
+		s.log.Warn("cluster: etcd went back in time or is another cluster (wiped or restored?); following it from scratch",
+			zap.Uint64("cluster_was", l.cluster), zap.Uint64("cluster", st.Cluster), zap.Int64("revision_was", before),
+			zap.Int64("revision", st.Rev))
+		l.cluster, l.rev, l.configRev, l.failedRev, l.blackRev, l.resetRev = st.Cluster, 0, 0, 0, -1, st.Rev
 	}
 	if st.Rev < l.rev && !force {
 		return nil, nil // read before a change this instance wrote or applied since: stale
 	}
 	l.rev = st.Rev
+	l.empty = st.ConfigRev == 0
 	if st.ConfigRev == 0 {
 		// An empty store (wiped etcd): nothing in it is the operators'
 		// word, not even an empty blacklist.
@@ -212,7 +222,10 @@ func (s *Server) applyStoreLocked(st cluster.State, force bool) ([]string, error
 		// A document written forced after the one running forces the
 		// ones after it too (an admin change may land on top of it
 		// before this instance reads it).
-		warnings, err = s.applyDocLocked(st.Config, st.ConfigRev, force || st.Forced || st.ForceRev > l.configRev)
+		// (A force mark from before a reset, a restored backup's, is
+		// history.)
+		forced := (st.Forced || l.configRev != 0 && st.ForceRev > l.configRev) && st.ForceRev > l.resetRev
+		warnings, err = s.applyDocLocked(st.Config, st.ConfigRev, force || forced)
 	}
 	s.applyDown(st.Down)
 	return warnings, err
@@ -307,6 +320,9 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 	return s.shared(func() error {
 		s.reloadMu.Lock()
 		defer s.reloadMu.Unlock()
+		if l.empty {
+			return fmt.Errorf("keyshard: nothing changed: %s has no config document (wiped?): push one first (keyshard config push)", l.store.Source())
+		}
 		if l.failedRev != 0 {
 			// Its compare-and-swap would lose to the newer document for
 			// ever: say why instead.
@@ -356,6 +372,9 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 	return s.shared(func() error {
 		s.reloadMu.Lock()
 		defer s.reloadMu.Unlock()
+		if l.empty {
+			return fmt.Errorf("keyshard: nothing changed: %s has no config document (wiped?): push one first (keyshard config push)", l.store.Source())
+		}
 		nb, err := edit(s.black.Load())
 		if err != nil {
 			return err
@@ -373,6 +392,9 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 // setDownShared records an operator's down/up of a backend in the shared
 // store (under reloadMu), for every instance.
 func (s *Server) setDownShared(node, role, addr string, down bool, by Actor) error {
+	if s.link.empty {
+		return fmt.Errorf("keyshard: nothing changed: %s has no config document (wiped?): push one first (keyshard config push)", s.link.store.Source())
+	}
 	d := cluster.Down{Node: node, Role: role, Addr: addr, By: by.User + " via " + by.Via + " on " + s.Name(), At: time.Now()}
 	rev, err := s.link.store.SetDown(s.ctx, d, down)
 	if err != nil {

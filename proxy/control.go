@@ -437,6 +437,7 @@ func (s *Server) saveConfig() error {
 	if err := cfg.Save(); err != nil {
 		return fmt.Errorf("keyshard: save %s: %w", cfg.Source(), err)
 	}
+	s.wroteConfig(cfg.Source())
 	if f := cfg.BlacklistSQLFile; f != "" {
 		if err := config.WriteFileAtomic(f, black.file()); err != nil {
 			return fmt.Errorf("keyshard: save blacklist_sql_file: %w", err)
@@ -445,6 +446,13 @@ func (s *Server) saveConfig() error {
 		return adminArg("keyshard: %s saved, but the SQL blacklist was not: blacklist_sql_file is not set", cfg.Source())
 	}
 	return nil
+}
+
+// wroteConfig records the config file at path as keyshard wrote it, so
+// that the file watcher does not reload it.
+func (s *Server) wroteConfig(path string) {
+	sum := fileSum(path)
+	s.savedSum.Store(&sum)
 }
 
 // IsArgError reports whether err is a bad argument to an operator control

@@ -101,6 +101,7 @@ type roleAnswer struct {
 	Addr string
 	Role backend.ServerRole
 	Err  error
+	Down bool // an operator took it out (admin node down): never chosen
 }
 
 func (a roleAnswer) String() string {
@@ -145,27 +146,31 @@ type failoverDecision struct {
 // replicates (its IO thread retrying the dead master) is no candidate. One
 // that does not answer might be writable: while one does not, keyshard
 // cannot tell that exactly one is, and waits.
+//
+// A replica an operator took down is never chosen, but one that is
+// writable still counts: with another writable one, there would be two
+// writers.
 func chooseMaster(answers []roleAnswer) failoverDecision {
 	var writable, unknown []string
+	chosen := ""
 	for _, a := range answers {
 		switch {
-		case a.Err != nil:
+		case a.Err != nil && !a.Down:
 			unknown = append(unknown, a.Addr)
-		case a.Role.Writable():
+		case a.Err == nil && a.Role.Writable():
 			writable = append(writable, a.Addr)
+			if !a.Down {
+				chosen = a.Addr
+			}
 		}
 	}
 	switch {
 	case len(writable) > 1:
 		return failoverDecision{Action: failoverRefuse, Writable: writable}
-	case len(unknown) > 0 || len(writable) == 0:
+	case len(unknown) > 0 || chosen == "":
 		return failoverDecision{Action: failoverWait, Unknown: unknown}
 	}
-	switch len(writable) {
-	case 1:
-		return failoverDecision{Action: failoverFollow, To: writable[0]}
-	}
-	return failoverDecision{Action: failoverRefuse, Writable: writable}
+	return failoverDecision{Action: failoverFollow, To: chosen}
 }
 
 // failoverMonitor follows the failovers of the nodes with failover_after
@@ -275,10 +280,8 @@ func (m *failoverMonitor) tick(now time.Time) {
 		d := &downNode{name: nc.Name, master: nc.Master, downFor: downFor, w: w}
 		slaves, _ := nc.Slaves()
 		for _, sl := range slaves {
-			if slices.ContainsFunc(n.Replicas(), func(r *backend.Replica) bool { return r.Pool.Addr() == sl.Addr && r.Pool.AdminDown() }) {
-				continue // an operator took it out: no candidate
-			}
-			a := &roleAsk{node: nc.Name, opts: opts, roleAnswer: roleAnswer{Addr: sl.Addr}}
+			down := slices.ContainsFunc(n.Replicas(), func(r *backend.Replica) bool { return r.Pool.Addr() == sl.Addr && r.Pool.AdminDown() })
+			a := &roleAsk{node: nc.Name, opts: opts, roleAnswer: roleAnswer{Addr: sl.Addr, Down: down}}
 			a.opts.Role = backend.RoleReplica
 			d.asks = append(d.asks, a)
 			all = append(all, a)
@@ -386,14 +389,14 @@ func (m *failoverMonitor) decide(d *downNode, now time.Time) {
 	switch dec.Action {
 	case failoverWait:
 		if again && len(d.asks) == 0 {
-			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; the node has no slave to fail over to (an operator's down slave does not count)",
+			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; the node has no slave to fail over to",
 				d.name, d.master, down), fields...)
 		} else if again && len(dec.Unknown) > 0 {
 			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; %s do not answer: keyshard cannot tell that only one replica is writable, "+
 				"and waits (a dead replica: take it out of the node with admin node del slave)", d.name, d.master, down,
 				strings.Join(dec.Unknown, ", ")), fields...)
 		} else if again {
-			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; no replica is writable yet; waiting for a promotion", d.name, d.master, down), fields...)
+			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; no replica is writable yet; waiting for a promotion (one an operator took down is never chosen)", d.name, d.master, down), fields...)
 		}
 	case failoverRefuse:
 		m.refuse(d, "several_writable")
@@ -445,6 +448,9 @@ func (m *failoverMonitor) follow(d *downNode, to string, now time.Time, fields [
 		// change in etcd already.)
 		s.reloadMu.Lock()
 		err := saveFailover(cfg.Source(), d.name, d.master, to)
+		if err == nil {
+			s.wroteConfig(cfg.Source())
+		}
 		s.reloadMu.Unlock()
 		if err != nil {
 			s.log.Error(fmt.Sprintf("failover: node %s: the config file was not updated; a restart would go back to %s: fix the file", d.name, d.master),
@@ -460,6 +466,9 @@ func saveFailover(path, node, from, to string) error {
 	disk, _, err := config.Load(path)
 	if err != nil {
 		return err
+	}
+	if n, ok := disk.Node(node); ok && n.Master != from && n.Master != to {
+		return fmt.Errorf("the file names %s as node %s's master, neither the old master nor the new one: left as it is", n.Master, node)
 	}
 	if err := failoverEdit(disk, node, from, to); err != nil && !errors.Is(err, errFailoverDone) {
 		return err

@@ -65,6 +65,12 @@ func TestChooseMaster(t *testing.T) {
 		{"unreachable", []roleAnswer{{Addr: "b", Role: promoted, Err: gone}}, failoverWait, "", nil},
 		// One that does not answer might be writable too: no choice.
 		{"unreachable and one promoted", []roleAnswer{{Addr: "b", Err: gone}, {Addr: "c", Role: promoted}}, failoverWait, "", nil},
+		// One an operator took down is never chosen; dead, it holds
+		// nothing back; writable, it is still a second writer.
+		{"the promoted one taken down", []roleAnswer{{Addr: "b", Role: promoted, Down: true}}, failoverWait, "", nil},
+		{"a down one dead, one promoted", []roleAnswer{{Addr: "b", Err: gone, Down: true}, {Addr: "c", Role: promoted}}, failoverFollow, "c", nil},
+		{"a down one writable, one promoted", []roleAnswer{{Addr: "b", Role: promoted, Down: true}, {Addr: "c", Role: promoted}},
+			failoverRefuse, "", []string{"b", "c"}},
 	} {
 		d := chooseMaster(c.answers)
 		if d.Action != c.action || d.To != c.to || !slices.Equal(d.Writable, c.writable) {

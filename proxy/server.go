@@ -56,6 +56,10 @@ type Server struct {
 	offline      atomic.Bool    // admin 'change proxy offline': new connections refused
 	admin        atomic.Pointer[AdminFunc]
 	link         *clusterLink // the shared config in etcd; nil: the config is a file
+	// savedSum is the hash of the config file as keyshard itself last
+	// wrote it (admin save, a failover): the file watcher does not
+	// reload what runs already.
+	savedSum atomic.Pointer[string]
 
 	tlsConf    *tls.Config
 	rsaKey     *rsa.PrivateKey
@@ -487,15 +491,6 @@ func (s *Server) handle(nc net.Conn) {
 	}
 	_ = sess.nc.SetDeadline(time.Time{})
 	s.loginFails.succeeded(host)
-	// Offline, only admin users log in (as MySQL's offline_mode lets
-	// SUPER in): they can put it back online.
-	if s.offline.Load() && !sess.snap.cfg.IsAdmin(sess.user) {
-		s.metrics.rejected("offline").Inc()
-		sess.writeError(newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused, but for admin users"))
-		_ = sess.pkt.Flush()
-		sess.endSession()
-		return
-	}
 	if err := sess.writeOK(0, 0); err != nil || sess.pkt.Flush() != nil {
 		sess.endSession()
 		return
@@ -617,6 +612,15 @@ func (f *ipFilter) allowed(a net.Addr) bool {
 func isMyError(err error) bool {
 	var me *mysql.MyError
 	return errors.As(err, &me)
+}
+
+// mayLoginOffline reports whether user may log in while the proxy is
+// offline: admin users and server_admin users (as MySQL's offline_mode
+// lets SUPER and CONNECTION_ADMIN in), so that they can put it back
+// online.
+func (s *Server) mayLoginOffline(cfg *config.Config, user string) bool {
+	u, _ := cfg.UserPassword(user)
+	return u.ServerAdmin || cfg.IsAdmin(user)
 }
 
 // SetLocal records this instance's own settings (flags, environment),

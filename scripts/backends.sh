@@ -52,7 +52,7 @@ valid_port() {
 }
 
 # shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
 
 # have_tools reports whether everything the tests, demo and bench need is
 # installed: MariaDB, sysbench, and a C toolchain (go test -race needs cgo).

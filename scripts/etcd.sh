@@ -54,7 +54,7 @@ valid_port() {
 }
 
 # shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/lib.sh"
 
 have_tools() { [[ -x /usr/bin/etcd && -x /usr/bin/etcdctl ]]; }
 

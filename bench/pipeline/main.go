@@ -96,18 +96,24 @@ func probe(w *wire.Conn) (classic bool, err error) {
 	if err := w.Flush(); err != nil {
 		return false, err
 	}
-	var ps [][]byte
-	for {
-		p, err := w.ReadPacket()
-		if err != nil {
+	// count, definition, then EOF (classic) or the row.
+	for range 2 {
+		if _, err := w.ReadPacket(); err != nil {
 			return false, err
 		}
-		ps = append(ps, append([]byte(nil), p...))
-		if len(ps) > 2 && p[0] == 0xfe && len(p) < 9+64 {
-			break
+	}
+	p, err := w.ReadPacket()
+	if err != nil {
+		return false, err
+	}
+	classic = p[0] == 0xfe && len(p) < 9
+	if classic {
+		if _, err := w.ReadPacket(); err != nil { // the row
+			return false, err
 		}
 	}
-	return len(ps) == 5, nil // count, definition, EOF, row, EOF
+	_, err = w.ReadPacket() // EOF or OK
+	return classic, err
 }
 
 // readResult reads one text result set (column count, definitions, EOF

@@ -175,12 +175,14 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 		fmt.Fprintf(stderr, "%v\nkeyshard config: nothing pushed\n", err)
 		return 1
 	}
-	if st.ConfigRev != 0 && !force && !revChecked {
+	// Only -rev passes (-force is for row moves): a master changed in
+	// the shared document is a failover an old copy would undo.
+	if st.ConfigRev != 0 && !revChecked {
 		if old, _, err := config.Parse(st.Config, store.Source()); err == nil {
 			if ch := masterChanges(old, next); len(ch) > 0 {
 				fmt.Fprintf(stderr, "keyshard config: nothing pushed: %s changes a node's master:\n  %s\nA failover or an operator may have "+
 					"changed it in the shared document since your copy was made: pushing an old copy would send writes to a former master. "+
-					"Pull (it prints the revision) and push with -rev N, or push with -force.\n", path, strings.Join(ch, "\n  "))
+					"Pull (it prints the revision) and push with -rev N.\n", path, strings.Join(ch, "\n  "))
 				return 1
 			}
 		}
@@ -212,10 +214,15 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 		return 0
 	}
 	var rev int64
-	if black != nil {
+	switch {
+	case black != nil && st.ConfigRev != 0 && bytes.Equal(st.Config, doc) && !force:
+		// The document as it is: only the blacklist (the document's
+		// revision, which others may hold for -rev, stays).
+		rev, err = store.PutBlacklist(ctx, black, st.BlacklistRev)
+	case black != nil:
 		// Both or neither.
 		rev, err = store.PutBoth(ctx, doc, st.ConfigRev, force, black, st.BlacklistRev)
-	} else {
+	default:
 		rev, err = store.PutConfig(ctx, doc, st.ConfigRev, force)
 	}
 	if errors.Is(err, cluster.ErrConflict) {

@@ -128,7 +128,7 @@ func TestConfigPushPullDiff(t *testing.T) {
 	cli(0, "pushed", "", "config", "push", v2, url)
 
 	// A node's master changed (as by a failover) is not undone by an old
-	// copy without -rev or -force.
+	// copy without -rev (-force is for row moves only).
 	failedOver := write("failedover.yaml", strings.Replace(string(must(os.ReadFile(v2))), "master: 127.0.0.1:3307", "master: 127.0.0.1:3399", 1))
 	cli(1, "", "changes a node's master", "config", "push", failedOver, url)
 	se.Reset()
@@ -136,10 +136,12 @@ func TestConfigPushPullDiff(t *testing.T) {
 	m = regexp.MustCompile(`revision (\d+)`).FindStringSubmatch(se.String())
 	cli(0, "pushed", "", "config", "push", "-rev", m[1], failedOver, url)
 	cli(1, "", "changes a node's master", "config", "push", v2, url)
+	cli(1, "", "changes a node's master", "config", "push", "-force", v2, url)
 	// A bad blacklist pushes nothing; a good one goes with the document.
 	badBlack := write("badblack", strings.Repeat("x", 2<<20)+"\n")
-	cli(1, "", "nothing pushed: blacklist", "config", "push", "-force", "-blacklist", badBlack, v2, url)
-	cli(0, "and blacklist", "", "config", "push", "-force", "-blacklist", black, v2, url)
+	cli(1, "", "nothing pushed: blacklist", "config", "push", "-blacklist", badBlack, failedOver, url)
+	black2 := write("black2", "select * from t where id = 2\n")
+	cli(0, "and blacklist", "", "config", "push", "-blacklist", black2, failedOver, url)
 	cli(2, "", "no etcd endpoint", "config", "diff", v2, "etcd:///nowhere")
 	cli(2, "", "usage", "config", "pull")
 	cli(2, "", "not an etcd URL", "config", "pull", "etc/ks.yaml")

@@ -59,8 +59,17 @@ func (c *Config) Rewrite(orig []byte) ([]byte, error) {
 			}
 		}
 	}
-	if out, ok := splice(orig, top, sets); ok {
-		return out, nil
+	// A default left out may still be inherited (a <<: merge key): then
+	// every key is written out.
+	for _, explicit := range []bool{false, true} {
+		if explicit {
+			for i := range sets {
+				sets[i].want = true
+			}
+		}
+		if out, ok := splice(orig, top, sets); ok && c.writtenIn(out) == nil {
+			return out, nil
+		}
 	}
 	for _, st := range sets {
 		setScalar(st.m, st.key, st.val, st.want)
@@ -74,7 +83,28 @@ func (c *Config) Rewrite(orig []byte) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
+	if err := c.writtenIn(buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("%s: the change cannot be written into the file: %w", c.src, err)
+	}
 	return buf.Bytes(), nil
+}
+
+// writtenIn checks that the file out reads back with c's run-time
+// settings (what Rewrite writes).
+func (c *Config) writtenIn(out []byte) error {
+	back, _, err := Parse(out, c.src)
+	if err != nil {
+		return err
+	}
+	if back.AllowIPs != c.AllowIPs || back.LogSQL != c.LogSQL || back.SlowLogTime != c.SlowLogTime {
+		return fmt.Errorf("it would read back as allow_ips %q, log_sql %q, slow_log_time %d", back.AllowIPs, back.LogSQL, back.SlowLogTime)
+	}
+	for _, n := range c.Nodes {
+		if b, ok := back.Node(n.Name); ok && (b.Master != n.Master || b.Slave != n.Slave) {
+			return fmt.Errorf("it would read back with node %s's master %q and slaves %q", n.Name, b.Master, b.Slave)
+		}
+	}
+	return nil
 }
 
 // setting is one key Rewrite sets in mapping m (added if absent only when
@@ -99,12 +129,21 @@ func (st setting) text() string {
 // would not read back as meant.
 func splice(orig []byte, top *yaml.Node, sets []setting) ([]byte, bool) {
 	lines := strings.SplitAfter(string(orig), "\n")
+	eol := "\n"
+	if strings.Contains(string(orig), "\r\n") {
+		eol = "\r\n"
+	}
 	type edit struct {
 		line, from, to int // 0-based line, byte range in it
 		text           string
 		insert         bool // a new line before line (to unused)
+		n              int  // the order it was made in
 	}
 	var edits []edit
+	add := func(e edit) {
+		e.n = len(edits)
+		edits = append(edits, e)
+	}
 	for _, st := range sets {
 		if st.m.Style&yaml.FlowStyle != 0 {
 			return nil, false
@@ -122,18 +161,24 @@ func splice(orig []byte, top *yaml.Node, sets []setting) ([]byte, bool) {
 				return nil, false
 			}
 			from := v.Column - 1
+			if v.Value == "" && v.Tag == "!!null" {
+				// An empty value (kingshard's "slave:"): yaml.v3 puts it
+				// right after the colon.
+				add(edit{line: l, from: from, to: from, text: " " + st.text()})
+				continue
+			}
 			to, ok := scalarEnd(lines[l], from)
 			if !ok {
 				return nil, false
 			}
-			edits = append(edits, edit{line: l, from: from, to: to, text: st.text()})
+			add(edit{line: l, from: from, to: to, text: st.text()})
 			continue
 		}
 		if !st.want {
 			continue
 		}
 		if st.m == top {
-			edits = append(edits, edit{line: len(lines), insert: true, text: st.key + ": " + st.text() + "\n"})
+			add(edit{line: len(lines), insert: true, text: st.key + ": " + st.text() + eol})
 			continue
 		}
 		// In a node: after its name line, indented as its keys.
@@ -142,22 +187,26 @@ func splice(orig []byte, top *yaml.Node, sets []setting) ([]byte, bool) {
 		if name == nil {
 			return nil, false
 		}
-		edits = append(edits, edit{line: name.Line, insert: true, text: strings.Repeat(" ", k.Column-1) + st.key + ": " + st.text() + "\n"})
+		add(edit{line: name.Line, insert: true, text: strings.Repeat(" ", k.Column-1) + st.key + ": " + st.text() + eol})
 	}
 	if len(edits) == 0 {
 		return orig, true
 	}
-	// From the end, so that earlier positions hold.
-	slices.SortStableFunc(edits, func(a, b edit) int {
+	// From the end, so that earlier positions hold (lines inserted at one
+	// place: the last made first, so they read in the order made).
+	slices.SortFunc(edits, func(a, b edit) int {
 		if a.line != b.line {
 			return b.line - a.line
 		}
-		return b.from - a.from
+		if a.from != b.from {
+			return b.from - a.from
+		}
+		return b.n - a.n
 	})
 	for _, e := range edits {
 		if e.insert {
 			if last := len(lines) - 1; e.line == len(lines) && last >= 0 && lines[last] != "" && !strings.HasSuffix(lines[last], "\n") {
-				lines[len(lines)-1] += "\n"
+				lines[len(lines)-1] += eol
 			}
 			lines = slices.Insert(lines, e.line, e.text)
 			continue
@@ -226,8 +275,11 @@ func scalarEnd(line string, from int) (int, bool) {
 		return 0, false // continues on the next line
 	}
 	end := len(strings.TrimRight(line, "\r\n"))
-	if i := strings.Index(line[from:], " #"); i >= 0 && from+i < end {
-		end = from + i
+	for i := from + 1; i < end; i++ {
+		if line[i] == '#' && (line[i-1] == ' ' || line[i-1] == '\t') {
+			end = i
+			break
+		}
 	}
 	return from + len(strings.TrimRight(line[from:end], " \t")), true
 }

@@ -131,3 +131,50 @@ func TestRewriteKeepsLayout(t *testing.T) {
 		t.Errorf("flow file rewritten: %+v %d\n%s", bn, back.SlowLogTime, out)
 	}
 }
+
+// The unusual shapes a hand-written (or kingshard) file has: an empty
+// value, a tab before a comment, CRLF line ends, keys added in the order
+// made, and a slave list inherited through a merge key (written out
+// explicitly when the failover empties it).
+func TestRewriteShapes(t *testing.T) {
+	base := "user_list:\n  - user: ks\n    password: ks\nschema_list:\n  - user: ks\n    nodes: [node1]\n    default: node1\n"
+	for _, c := range []struct {
+		name, src string
+		edit      func(*Config)
+		want      string // "" : only check that it reads back
+	}{
+		{"empty value", "slow_log_time:\nnodes:\n  - name: node1\n    user: ks\n    master: 127.0.0.1:3307\n    slave:\n" + base,
+			func(c *Config) { c.SlowLogTime = 9; n, _ := c.Node("node1"); n.Slave = "127.0.0.1:3308" },
+			"slow_log_time: 9\nnodes:\n  - name: node1\n    user: ks\n    master: 127.0.0.1:3307\n    slave: 127.0.0.1:3308\n" + base},
+		{"tab before a comment", "slow_log_time: 5\t# ms\nnodes:\n  - name: node1\n    user: ks\n    master: 127.0.0.1:3307\n" + base,
+			func(c *Config) { c.SlowLogTime = 7 },
+			"slow_log_time: 7\t# ms\nnodes:\n  - name: node1\n    user: ks\n    master: 127.0.0.1:3307\n" + base},
+		{"CRLF", strings.ReplaceAll("nodes:\n  - name: node1\n    user: ks\n    master: 127.0.0.1:3307\n"+base, "\n", "\r\n"),
+			func(c *Config) { c.SlowLogTime, c.LogSQL = 3, "on" },
+			strings.ReplaceAll("nodes:\n  - name: node1\n    user: ks\n    master: 127.0.0.1:3307\n"+base+"log_sql: on\nslow_log_time: 3\n", "\n", "\r\n")},
+		{"merge key", "nodes:\n  - &n0\n    name: node0\n    user: ks\n    master: 127.0.0.1:3309\n    slave: 127.0.0.1:3308\n" +
+			"  - <<: *n0\n    name: node1\n    master: 127.0.0.1:3307\n" + strings.Replace(base, "[node1]", "[node0, node1]", 1),
+			func(c *Config) { n, _ := c.Node("node1"); n.Master, n.Slave = "127.0.0.1:3308", "" }, ""},
+	} {
+		cfg, _, err := Parse([]byte(c.src), "t.yaml")
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n, ok := cfg.Node("node1"); c.name == "merge key" && (!ok || n.Slave != "127.0.0.1:3308") {
+			t.Fatalf("merge key: node1 does not inherit the slave: %+v", n)
+		}
+		e := cfg.Clone()
+		c.edit(e)
+		out, err := e.Rewrite([]byte(c.src))
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if c.want != "" && string(out) != c.want {
+			t.Errorf("%s:\n%q\nwant\n%q", c.name, out, c.want)
+		}
+		if err := e.writtenIn(out); err != nil {
+			t.Errorf("%s: %v\n%s", c.name, err, out)
+		}
+	}
+}
