@@ -54,6 +54,7 @@ type clusterLink struct {
 	readErr time.Time // when a failed read of the store was last logged
 	update  chan struct{}
 	left    chan struct{} // closed when the member entry is gone
+	rewatch chan int64    // the store started over at this revision: followStore watches from it
 }
 
 // NewClustered builds a server like New whose config is o.State's
@@ -64,7 +65,7 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 	l := &clusterLink{store: o.Store, version: o.Version, host: host, doc: o.State.Config,
 		configRev: o.State.ConfigRev, blackRev: o.State.BlacklistRev, applied: o.State.ConfigRev, at: time.Now(),
 		rev: o.State.Rev, cluster: o.State.Cluster,
-		update: make(chan struct{}, 1), left: make(chan struct{})}
+		update: make(chan struct{}, 1), left: make(chan struct{}), rewatch: make(chan int64, 1)}
 	black, err := parseBlacklist(o.State.Blacklist)
 	if err != nil {
 		return nil, fmt.Errorf("%s: blacklist: %w", o.Store.Source(), err)
@@ -140,22 +141,41 @@ func (l *clusterLink) noted(rev int64, err error) {
 	}
 }
 
-// followStore applies the shared state each time it changes (and every
-// 30 s, in case a change was missed), until the server stops.
+// followStore applies the shared state each time it changes, and reads
+// it every resyncEvery in case a change was missed (a watch over a
+// connection that broke resumes silently, and on a wiped etcd waits for
+// revisions the new one reaches only later): every second while etcd
+// cannot be read or has no document. Until the server stops.
 func (s *Server) followStore(rev int64) {
-	changed := s.link.store.Watch(s.ctx, rev)
-	tick := time.NewTicker(30 * time.Second)
-	defer tick.Stop()
+	l := s.link
+	wctx, stop := context.WithCancel(s.ctx)
+	changed := l.store.Watch(wctx, rev)
+	every := resyncEvery
 	for {
 		select {
 		case <-s.ctx.Done():
+			stop()
 			return
+		case rev := <-l.rewatch:
+			// The store started over: the watch waits for revisions it
+			// will only reach later; watch from where it is now.
+			stop()
+			wctx, stop = context.WithCancel(s.ctx)
+			changed = l.store.Watch(wctx, rev)
 		case <-changed:
-		case <-tick.C:
+		case <-time.After(every):
 		}
-		_, _ = s.syncStore(false)
+		_, err := s.syncStore(false)
+		every = resyncEvery
+		if err != nil {
+			every = time.Second // etcd lost, or empty: look again soon
+		}
 	}
 }
+
+// resyncEvery: how often an instance reads the shared state whatever
+// the watch says (one small read transaction).
+const resyncEvery = 5 * time.Second
 
 // syncStore reads the shared state and applies what changed: the config
 // document (force: even if unchanged, as forced), the blacklist, the
@@ -196,6 +216,10 @@ func (s *Server) applyStoreLocked(st cluster.State, before int64, force bool) ([
 			zap.Uint64("cluster_was", l.cluster), zap.Uint64("cluster", st.Cluster), zap.Int64("revision_was", before),
 			zap.Int64("revision", st.Rev))
 		l.cluster, l.rev, l.configRev, l.failedRev, l.blackRev, l.resetRev = st.Cluster, 0, 0, 0, -1, st.Rev
+		select {
+		case l.rewatch <- st.Rev:
+		default:
+		}
 	}
 	if st.Rev < l.rev && !force {
 		return nil, nil // read before a change this instance wrote or applied since: stale

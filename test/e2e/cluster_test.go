@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -509,4 +511,44 @@ func TestClusterFailover(t *testing.T) {
 	if err := r.QueryRow("SELECT port FROM failover_e2e.t WHERE id = ?", id).Scan(&port); err != nil || port != foReplica {
 		t.Errorf("the last write: port %d (%v), want the new master %d", port, err, foReplica)
 	}
+}
+
+// etcd wiped and started again on the same address (same cluster id,
+// revisions from 1): the instances see it when it answers, refuse changes
+// while it has no document, and follow the document pushed to it.
+func TestClusterEtcdWiped(t *testing.T) {
+	st := sharedStore(t)
+	pushDoc(t, st, baseYAML("127.0.0.1:9696")+clusterWeb, false)
+	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
+	root := adminDB(t, a)
+	// Revisions well past what the new etcd will have when the push comes.
+	for i := range 20 {
+		mustExec(t, root, fmt.Sprintf("admin server(opt,k,v) values('change','slow_log_time','%d')", 100+i))
+	}
+	port := basePort + 44
+	etcdStop(t, port)
+	if err := os.RemoveAll(filepath.Join(etcdDir(), fmt.Sprint(port), "data")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := etcdScript("up", fmt.Sprint(port)); err != nil {
+		t.Fatalf("etcd.sh up: %v\n%s", err, out)
+	}
+	within(t, 10*time.Second, "changes refused while the new etcd has no document", func() bool {
+		_, err := root.Exec("admin server(opt,k,v) values('change','slow_log_time','5')")
+		return err != nil && strings.Contains(err.Error(), "no config document")
+	})
+	pushDoc(t, st, baseYAML("127.0.0.1:9696")+clusterWeb+"slow_log_time: 321\n", false)
+	defer func() {
+		if t.Failed() {
+			for _, e := range a.Logs.FilterMessageSnippet("cluster").All() {
+				t.Logf("ks-a: %s %v", e.Message, e.ContextMap())
+			}
+			t.Logf("ks-a slow_log_time %d, ks-b %d", a.Srv.Config().SlowLogTime, b.Srv.Config().SlowLogTime)
+		}
+	}()
+	within(t, 10*time.Second, "the document pushed to the new etcd on both", func() bool {
+		return a.Srv.Config().SlowLogTime == 321 && b.Srv.Config().SlowLogTime == 321
+	})
+	mustExec(t, root, "admin server(opt,k,v) values('change','slow_log_time','322')")
+	within(t, 2*time.Second, "a change after it on the other", func() bool { return b.Srv.Config().SlowLogTime == 322 })
 }
