@@ -57,8 +57,13 @@ func TestConnLostMarksIdle(t *testing.T) {
 	p := NewPool("node1", "127.0.0.1:1", Options{})
 	defer p.Close()
 	a, b := &Conn{pool: p}, &Conn{pool: p}
+	// Under the pool's lock: its maintainer reads the idle list.
+	p.mu.Lock()
 	p.idle = append(p.idle, a, b)
+	p.mu.Unlock()
 	p.connLost()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if !a.check || !b.check {
 		t.Fatalf("idle connections not marked: %v %v", a.check, b.check)
 	}
