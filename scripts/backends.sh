@@ -214,11 +214,6 @@ CREATE DATABASE IF NOT EXISTS sbtest;
 EOF
 }
 
-ensure_base() {
-	mkdir -p "$BASE_DIR"
-	touch "$BASE_DIR/$MARKER"
-}
-
 cmd_up() {
 	[[ $# -ge 1 && $# -le 2 ]] || usage
 	local n=$1 base=${2:-3307} i port d
@@ -330,15 +325,6 @@ stop_instance() {
 	done
 }
 
-instances() {
-	local d
-	[[ -d $BASE_DIR ]] || return 0
-	for d in "$BASE_DIR"/*/; do
-		d=${d%/}
-		[[ -d $d/data && ${d##*/} =~ ^[0-9]+$ ]] && echo "${d##*/}"
-	done | sort -n
-}
-
 cmd_down() {
 	[[ $# -eq 0 ]] || usage
 	[[ -d $BASE_DIR ]] || return 0
@@ -348,12 +334,7 @@ cmd_down() {
 		stop_instance "$port"
 		echo "127.0.0.1:$port stopped"
 	done
-	# Only ever delete a directory this script created.
-	if [[ -f $BASE_DIR/$MARKER ]]; then
-		rm -rf "$BASE_DIR"
-	else
-		die "$BASE_DIR has no $MARKER marker; not removing it"
-	fi
+	remove_base
 }
 
 cmd_status() {

@@ -164,11 +164,6 @@ start_instance() {
 	wait_healthy "$port"
 }
 
-ensure_base() {
-	mkdir -p "$BASE_DIR"
-	touch "$BASE_DIR/$MARKER"
-}
-
 cmd_up() {
 	[[ $# -eq 1 ]] || usage
 	local port=$1
@@ -213,15 +208,6 @@ stop_instance() {
 	done
 }
 
-instances() {
-	local d
-	[[ -d $BASE_DIR ]] || return 0
-	for d in "$BASE_DIR"/*/; do
-		d=${d%/}
-		[[ -d $d/data && ${d##*/} =~ ^[0-9]+$ ]] && echo "${d##*/}"
-	done | sort -n
-}
-
 need_instance() {
 	valid_port "$1"
 	[[ -d $(inst_dir "$1")/data ]] || die "no instance for port $1 under $BASE_DIR"
@@ -250,12 +236,7 @@ cmd_down() {
 		stop_instance "$port" TERM
 		echo "127.0.0.1:$port stopped"
 	done
-	# Only ever delete a directory this script created.
-	if [[ -f $BASE_DIR/$MARKER ]]; then
-		rm -rf "$BASE_DIR"
-	else
-		die "$BASE_DIR has no $MARKER marker; not removing it"
-	fi
+	remove_base
 }
 
 cmd_status() {

@@ -45,3 +45,31 @@ lock() {
 inst_dir() { echo "$BASE_DIR/$1"; }
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# The instances live in BASE_DIR/PORT/ (with a data/ directory); MARKER in
+# BASE_DIR says the script made it.
+
+# ensure_base makes BASE_DIR, marked as the script's.
+ensure_base() {
+	mkdir -p "$BASE_DIR"
+	touch "$BASE_DIR/$MARKER"
+}
+
+# instances lists the ports of the instances under BASE_DIR.
+instances() {
+	local d
+	[[ -d $BASE_DIR ]] || return 0
+	for d in "$BASE_DIR"/*/; do
+		d=${d%/}
+		[[ -d $d/data && ${d##*/} =~ ^[0-9]+$ ]] && echo "${d##*/}"
+	done | sort -n
+}
+
+# remove_base deletes BASE_DIR, only ever if the script made it.
+remove_base() {
+	if [[ -f $BASE_DIR/$MARKER ]]; then
+		rm -rf "$BASE_DIR"
+	else
+		die "$BASE_DIR has no $MARKER marker; not removing it"
+	fi
+}
