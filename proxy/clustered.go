@@ -24,10 +24,10 @@ import (
 
 // ClusterOptions start a server on a shared config (NewClustered).
 type ClusterOptions struct {
-	Store   *cluster.Store
-	State   cluster.State // as read at start; its Config parsed into the cfg given
-	Local   config.Local  // already applied to the cfg given
-	Version string        // of this binary, for the member list
+	Store   *cluster.Store // the server's from then on: Shutdown closes it (a failed NewClustered too)
+	State   cluster.State  // as read at start; its Config parsed into the cfg given
+	Local   config.Local   // already applied to the cfg given
+	Version string         // of this binary, for the member list
 }
 
 // clusterLink is the server's link to the shared config (Server.link).
@@ -70,9 +70,6 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 	if err != nil {
 		return nil, fmt.Errorf("%s: blacklist: %w", o.Store.Source(), err)
 	}
-	if err := uniqueName(o.Store, o.Local.Name, cfg.Addr, host); err != nil {
-		return nil, err
-	}
 	s, err := newServer(cfg, log, l, black)
 	if err != nil {
 		return nil, err
@@ -87,33 +84,18 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 	s.reloadMu.Unlock()
 	// Listed before it serves; if etcd fails just now, the entry comes
 	// when it answers.
-	run := l.store.Register(s.ctx, s.member, l.update, log)
+	run, err := l.store.Register(s.ctx, s.member, l.update, log)
+	if err != nil {
+		close(l.left) // never listed
+		_ = s.Shutdown(context.Background())
+		return nil, err
+	}
 	go func() {
 		defer close(l.left)
 		run()
 	}()
 	go s.followStore(o.State.Rev)
 	return s, nil
-}
-
-// uniqueName refuses to start an instance whose name a live member on
-// another address or host has: their entries would overwrite each other.
-// The same name on the same host and address is this instance restarted
-// before its old lease ran out.
-func uniqueName(store *cluster.Store, name, addr, host string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	members, _, err := store.Members(ctx)
-	if err != nil {
-		return err
-	}
-	for _, m := range members {
-		if m.Name == name && (m.Addr != addr || m.Host != host) {
-			return fmt.Errorf("%s: another live instance is called %q (%s on host %s, pid %d): give each instance its own -name (KEYSHARD_NAME)",
-				store.Source(), m.Name, m.Addr, m.Host, m.PID)
-		}
-	}
-	return nil
 }
 
 // member is this instance's entry in the member list.

@@ -119,7 +119,10 @@ func TestConfigPushPullDiff(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	keep := store.Register(ctx, func() cluster.Member { return cluster.Member{Name: "on-v2", ConfigRev: st.ConfigRev} }, nil, zap.NewNop())
+	keep, err := store.Register(ctx, func() cluster.Member { return cluster.Member{Name: "on-v2", ConfigRev: st.ConfigRev} }, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	go keep()
 	if _, err := store.PutConfig(context.Background(), must(os.ReadFile(moved)), st.ConfigRev, false); err != nil {
 		t.Fatal(err)

@@ -464,7 +464,12 @@ const MemberTTL = 10 * time.Second
 // registers again once etcd answers. Each receive on update writes me()
 // again (a new config applied). Cancelling ctx revokes the lease: the
 // member goes at once.
-func (s *Store) Register(ctx context.Context, me func() Member, update <-chan struct{}, log *zap.Logger) (keep func()) {
+//
+// The first entry is made only if no live instance on another address or
+// host has the name (one on the same host and address is this instance
+// restarted before its lease ran out): else a *NameTakenError, atomically
+// (two instances started at once cannot both get the name).
+func (s *Store) Register(ctx context.Context, me func() Member, update <-chan struct{}, log *zap.Logger) (keep func(), err error) {
 	put := func(lease clientv3.LeaseID) error {
 		m := me()
 		b, _ := json.Marshal(m)
@@ -482,8 +487,47 @@ func (s *Store) Register(ctx context.Context, me func() Member, update <-chan st
 		}
 		return lease.ID, put(lease.ID)
 	}
-	first, ferr := join()
-	return func() { s.keep(ctx, first, ferr, join, put, update, log) }
+	claim := func() (clientv3.LeaseID, error) {
+		c, cancel := s.call(ctx)
+		defer cancel()
+		lease, err := s.cli.Grant(c, int64(MemberTTL/time.Second))
+		if err != nil {
+			return 0, err
+		}
+		m := me()
+		b, _ := json.Marshal(m)
+		key := s.key("members", m.Name)
+		resp, err := s.cli.Txn(c).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, string(b), clientv3.WithLease(lease.ID))).Else(clientv3.OpGet(key)).Commit()
+		if err != nil || resp.Succeeded {
+			return lease.ID, err
+		}
+		var other Member
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 && json.Unmarshal(kvs[0].Value, &other) == nil &&
+			(other.Addr != m.Addr || other.Host != m.Host) {
+			_, _ = s.cli.Revoke(c, lease.ID)
+			return 0, &NameTakenError{Source: s.Source(), Other: other}
+		}
+		return lease.ID, put(lease.ID)
+	}
+	first, ferr := claim()
+	var taken *NameTakenError
+	if errors.As(ferr, &taken) {
+		return nil, taken
+	}
+	return func() { s.keep(ctx, first, ferr, join, put, update, log) }, nil
+}
+
+// NameTakenError is an instance refused its name: a live one on another
+// address or host has it.
+type NameTakenError struct {
+	Source string
+	Other  Member
+}
+
+func (e *NameTakenError) Error() string {
+	return fmt.Sprintf("%s: another live instance is called %q (%s on host %s, pid %d): give each instance its own -name (KEYSHARD_NAME)",
+		e.Source, e.Other.Name, e.Other.Addr, e.Other.Host, e.Other.PID)
 }
 
 // keep is Register's loop: lease is the first lease (if err is nil).

@@ -16,7 +16,6 @@ import (
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
-	"go.uber.org/zap"
 )
 
 // Several keyshard instances on one config in a real etcd (scripts/etcd.sh):
@@ -56,6 +55,16 @@ func pushDoc(t *testing.T, st *cluster.Store, doc string, forced bool) int64 {
 // of st, listening on a port of its own (as -addr does).
 func startClusterProxy(t *testing.T, st *cluster.Store, name string) *testProxy {
 	t.Helper()
+	p, err := tryClusterProxy(t, st, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryClusterProxy is startClusterProxy that returns NewClustered's error.
+func tryClusterProxy(t *testing.T, st *cluster.Store, name string) (*testProxy, error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,9 +89,10 @@ func startClusterProxy(t *testing.T, st *cluster.Store, name string) *testProxy 
 	log, logs := testLogger(t)
 	srv, err := proxy.NewClustered(cfg, log, proxy.ClusterOptions{Store: store, State: state, Local: local, Version: "e2e"})
 	if err != nil {
-		t.Fatal(err)
+		ln.Close()
+		return nil, err
 	}
-	return serveTestProxy(t, srv, ln, logs)
+	return serveTestProxy(t, srv, ln, logs), nil
 }
 
 // within polls cond for up to d: what must hold within a second or two.
@@ -212,19 +222,32 @@ func TestClusterSharedConfig(t *testing.T) {
 		return len(rows) == 2 && rows[0][8] == "current" && rows[1][8] == "current"
 	})
 
-	// A second instance called ks-a (on another address) is refused.
-	state, err := st.Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, _, err := config.Parse(state.Config, st.Source())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr = "127.0.0.1:1"
-	if _, err := proxy.NewClustered(cfg, zap.NewNop(), proxy.ClusterOptions{Store: st, State: state,
-		Local: config.Local{Name: "ks-a"}}); err == nil || !strings.Contains(err.Error(), `another live instance is called "ks-a"`) {
+	// A second instance called ks-a (on another address) is refused; of
+	// two started at once with one name, one is.
+	if _, err := tryClusterProxy(t, st, "ks-a"); err == nil || !strings.Contains(err.Error(), `another live instance is called "ks-a"`) {
 		t.Errorf("a second ks-a: %v", err)
+	}
+	type started struct {
+		p   *testProxy
+		err error
+	}
+	twins := make(chan started, 2)
+	for range 2 {
+		go func() {
+			p, err := tryClusterProxy(t, st, "twin")
+			twins <- started{p, err}
+		}()
+	}
+	t1, t2 := <-twins, <-twins
+	if (t1.err == nil) == (t2.err == nil) {
+		t.Errorf("two twins started at once: %v and %v; want exactly one refused", t1.err, t2.err)
+	}
+	for _, tw := range []started{t1, t2} {
+		if tw.p != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = tw.p.Srv.Shutdown(ctx)
+			cancel()
+		}
 	}
 
 	// An instance that stops leaves the list at once.
