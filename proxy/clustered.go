@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -75,6 +76,7 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 		return nil, err
 	}
 	s.local = o.Local
+	s.metrics.Registry.MustRegister(l.gauges()...)
 	if cfg.BlacklistSQLFile != "" {
 		log.Warn("cluster: blacklist_sql_file is not read with a shared config: the SQL blacklist is the one in etcd "+
 			"(admin black_sql changes, keyshard config push -blacklist FILE)", zap.String("blacklist_sql_file", cfg.BlacklistSQLFile))
@@ -96,6 +98,29 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 	}()
 	go s.followStore(o.State.Rev)
 	return s, nil
+}
+
+// gauges are the link's metrics: whether etcd answers, the config
+// revision running, and whether a newer one was refused.
+func (l *clusterLink) gauges() []prometheus.Collector {
+	read := func(f func() float64) func() float64 {
+		return func() float64 {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return f()
+		}
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_cluster_etcd_up",
+			Help: "1 while the shared config in etcd can be read (its last read succeeded), 0 while it cannot (the instance serves on its last config)."},
+			read(func() float64 { return boolFloat(l.readErr.IsZero()) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_cluster_config_revision",
+			Help: "The etcd revision of the shared config document this instance runs."},
+			read(func() float64 { return float64(l.applied) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_cluster_config_refused",
+			Help: "1 while the newest shared config document was refused by this instance (invalid, or it moves rows): it runs an older one."},
+			read(func() float64 { return boolFloat(l.err != "") })),
+	}
 }
 
 // member is this instance's entry in the member list.

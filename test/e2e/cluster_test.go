@@ -179,6 +179,9 @@ func TestClusterSharedConfig(t *testing.T) {
 	if a.Srv.Config() != before {
 		t.Errorf("an invalid shared document changed the running config")
 	}
+	if v := metricValue(scrape(t, a), "keyshard_cluster_config_refused"); v != 1 {
+		t.Errorf("keyshard_cluster_config_refused = %v with the invalid document, want 1", v)
+	}
 	// Fixed: both apply it.
 	good := pushDoc(t, st, string(cur.Config)+"log_sql: on\n", false)
 	if good <= bad {
@@ -187,6 +190,11 @@ func TestClusterSharedConfig(t *testing.T) {
 	within(t, 2*time.Second, "the fixed document on both", func() bool {
 		return a.Srv.Config().LogSQL == "on" && b.Srv.Config().LogSQL == "on"
 	})
+	m := scrape(t, a)
+	if metricValue(m, "keyshard_cluster_config_refused") != 0 || metricValue(m, "keyshard_cluster_config_revision") != float64(good) ||
+		metricValue(m, "keyshard_cluster_etcd_up") != 1 {
+		t.Errorf("cluster gauges after the fixed document (revision %d):\n%s", good, grepLines(m, "keyshard_cluster_"))
+	}
 
 	// A document that moves rows of a sharded table is refused until
 	// forced; ADMIN RELOAD FORCE on one instance forces it on all.
@@ -340,8 +348,14 @@ func TestClusterEtcdLost(t *testing.T) {
 	if a.Srv.Config().SlowLogTime == 123 {
 		t.Errorf("the change was applied although etcd did not take it")
 	}
-	time.Sleep(4 * time.Second)
+	within(t, 8*time.Second, "keyshard_cluster_etcd_up 0 with etcd stopped", func() bool {
+		return metricValue(scrape(t, b), "keyshard_cluster_etcd_up") == 0
+	})
+	time.Sleep(2 * time.Second)
 	etcdStart(t, basePort+44)
+	within(t, 8*time.Second, "keyshard_cluster_etcd_up 1 with etcd back", func() bool {
+		return metricValue(scrape(t, b), "keyshard_cluster_etcd_up") == 1
+	})
 	wg.Wait()
 	// etcd keeps leases over a restart; one lost for good (revoked, as
 	// past its TTL) makes each instance register again.
@@ -574,4 +588,15 @@ func TestClusterEtcdWiped(t *testing.T) {
 	})
 	mustExec(t, root, "admin server(opt,k,v) values('change','slow_log_time','322')")
 	within(t, 2*time.Second, "a change after it on the other", func() bool { return b.Srv.Config().SlowLogTime == 322 })
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
