@@ -305,6 +305,25 @@ func (s *Server) applyDown(marks []cluster.Down) {
 	}
 }
 
+// SharedError is a change the shared config did not take. Busy: it
+// conflicts with the shared state (a race lost again and again, this
+// instance behind the newest document, no document at all): the REST API
+// answers 409. Else etcd could not be reached: 503.
+type SharedError struct {
+	Busy bool
+	msg  string
+	err  error
+}
+
+func (e *SharedError) Error() string { return e.msg }
+func (e *SharedError) Unwrap() error { return e.err }
+
+// noDocument is the refusal of a change while the store has no document.
+func (l *clusterLink) noDocument() error {
+	return &SharedError{Busy: true, msg: fmt.Sprintf("keyshard: nothing changed: %s has no config document (wiped?): "+
+		"push one first (keyshard config push)", l.store.Source())}
+}
+
 // sharedTries: a change that lost the compare-and-swap this many
 // times is reported instead of tried again.
 const sharedTries = 10
@@ -319,8 +338,8 @@ func (s *Server) shared(try func() error) error {
 			return err
 		}
 		if i == sharedTries {
-			return fmt.Errorf("keyshard: nothing changed: the shared config at %s changed under this change %d times in a row "+
-				"(other instances or operators writing); try again", s.link.store.Source(), sharedTries)
+			return &SharedError{Busy: true, msg: fmt.Sprintf("keyshard: nothing changed: the shared config at %s changed under this change %d times in a row "+
+				"(other instances or operators writing); try again", s.link.store.Source(), sharedTries)}
 		}
 		if _, err := s.syncStore(false); err != nil && errors.Is(err, cluster.ErrNoConfig) {
 			return err
@@ -338,8 +357,8 @@ func (s *Server) storeErr(err error) error {
 	if errors.Is(err, cluster.ErrConflict) {
 		return err
 	}
-	return fmt.Errorf("keyshard: nothing changed here: the shared config cannot be written (if etcd took the write after all, "+
-		"every instance applies it when it can read it): %w", err)
+	return &SharedError{err: err, msg: "keyshard: nothing changed here: the shared config cannot be written (if etcd took the write after all, " +
+		"every instance applies it when it can read it): " + err.Error()}
 }
 
 // changeShared is change for a server on a shared config: edit is applied
@@ -352,7 +371,7 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 		s.reloadMu.Lock()
 		defer s.reloadMu.Unlock()
 		if l.empty {
-			return fmt.Errorf("keyshard: nothing changed: %s has no config document (wiped?): push one first (keyshard config push)", l.store.Source())
+			return l.noDocument()
 		}
 		if l.failedRev != 0 {
 			// Its compare-and-swap would lose to the newer document for
@@ -360,8 +379,9 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 			l.mu.Lock()
 			why := l.err
 			l.mu.Unlock()
-			return fmt.Errorf("keyshard: nothing changed: this instance runs revision %d of the shared config, and the newest, %d, was not "+
-				"applied (%s). Fix the document (keyshard config push) or apply it (ADMIN RELOAD FORCE) first", l.configRev, l.failedRev, why)
+			return &SharedError{Busy: true, msg: fmt.Sprintf("keyshard: nothing changed: this instance runs revision %d of the shared config, "+
+				"and the newest, %d, was not applied (%s). Fix the document (keyshard config push) or apply it (ADMIN RELOAD FORCE) first",
+				l.configRev, l.failedRev, why)}
 		}
 		cfg := s.snap.Load().cfg.Clone()
 		if err := edit(cfg); err != nil {
@@ -404,7 +424,7 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 		s.reloadMu.Lock()
 		defer s.reloadMu.Unlock()
 		if l.empty {
-			return fmt.Errorf("keyshard: nothing changed: %s has no config document (wiped?): push one first (keyshard config push)", l.store.Source())
+			return l.noDocument()
 		}
 		nb, err := edit(s.black.Load())
 		if err != nil {
@@ -424,7 +444,7 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 // store (under reloadMu), for every instance.
 func (s *Server) setDownShared(node, role, addr string, down bool, by Actor) error {
 	if s.link.empty {
-		return fmt.Errorf("keyshard: nothing changed: %s has no config document (wiped?): push one first (keyshard config push)", s.link.store.Source())
+		return s.link.noDocument()
 	}
 	d := cluster.Down{Node: node, Role: role, Addr: addr, By: by.User + " via " + by.Via + " on " + s.Name(), At: time.Now()}
 	rev, err := s.link.store.SetDown(s.ctx, d, down)

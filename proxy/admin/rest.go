@@ -351,6 +351,12 @@ func httpStatus(err error) int {
 	if proxy.IsMissing(err) {
 		return http.StatusNotFound // as kingshard, for a blacklist entry
 	}
+	if se := (*proxy.SharedError)(nil); errors.As(err, &se) {
+		if se.Busy {
+			return http.StatusConflict // the shared config's state: retry, or fix it first
+		}
+		return http.StatusServiceUnavailable // etcd unreachable
+	}
 	var me *mysql.MyError
 	if errors.As(err, &me) || proxy.IsArgError(err) {
 		if me == nil || me.Code == mysql.ER_WRONG_ARGUMENTS || me.Code == mysql.ER_PARSE_ERROR {

@@ -220,6 +220,9 @@ func TestClusterSharedConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "was not applied") || !strings.Contains(err.Error(), "ADMIN RELOAD FORCE") {
 		t.Errorf("admin change on an instance behind: %v", err)
 	}
+	if code := rest(t, a, "PUT", "/api/v1/proxy/slow_sql/time", `{"slow_time": 99}`, true, nil); code != 409 {
+		t.Errorf("REST change on an instance behind: %d, want 409", code)
+	}
 	mustExec(t, rootA, "admin reload force")
 	within(t, 2*time.Second, "the forced document on both", func() bool {
 		return a.Srv.Config().SchemaList[0].ShardRule[0].Locations[0] == 2 &&
@@ -327,7 +330,7 @@ func TestClusterConcurrentEdits(t *testing.T) {
 func TestClusterEtcdLost(t *testing.T) {
 	st := sharedStore(t)
 	dbName, _ := bulkDB(t, "cluster")
-	pushDoc(t, st, strings.ReplaceAll(reloadYAML(dbName, false, 1, 16), "%ADDR%", "127.0.0.1:9696"), false)
+	pushDoc(t, st, strings.ReplaceAll(reloadYAML(dbName, false, 1, 16), "%ADDR%", "127.0.0.1:9696")+clusterWeb, false)
 	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
 	sysbench := newSysbench(t, a, dbName)
 	sysbench("prepare")
@@ -347,6 +350,9 @@ func TestClusterEtcdLost(t *testing.T) {
 	}
 	if a.Srv.Config().SlowLogTime == 123 {
 		t.Errorf("the change was applied although etcd did not take it")
+	}
+	if code := rest(t, a, "PUT", "/api/v1/proxy/slow_sql/time", `{"slow_time": 123}`, true, nil); code != 503 {
+		t.Errorf("REST change with etcd down: %d, want 503", code)
 	}
 	within(t, 8*time.Second, "keyshard_cluster_etcd_up 0 with etcd stopped", func() bool {
 		return metricValue(scrape(t, b), "keyshard_cluster_etcd_up") == 0
