@@ -56,7 +56,8 @@ func TestConnLostTakesOutDeadReplica(t *testing.T) {
 func TestConnLostMarksIdle(t *testing.T) {
 	p := NewPool("node1", "127.0.0.1:1", Options{})
 	defer p.Close()
-	a, b := &Conn{pool: p}, &Conn{pool: p}
+	now := time.Now() // (not expired: the maintainer would close them)
+	a, b := &Conn{pool: p, created: now, lastUsed: now}, &Conn{pool: p, created: now, lastUsed: now}
 	// Under the pool's lock: its maintainer reads the idle list.
 	p.mu.Lock()
 	p.idle = append(p.idle, a, b)

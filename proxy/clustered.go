@@ -69,10 +69,12 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 		update: make(chan struct{}, 1), left: make(chan struct{}), rewatch: make(chan int64, 1)}
 	black, err := parseBlacklist(o.State.Blacklist)
 	if err != nil {
+		o.Store.Close()
 		return nil, fmt.Errorf("%s: blacklist: %w", o.Store.Source(), err)
 	}
 	s, err := newServer(cfg, log, l, black)
 	if err != nil {
+		o.Store.Close()
 		return nil, err
 	}
 	s.local = o.Local
@@ -223,10 +225,11 @@ func (s *Server) applyStoreLocked(st cluster.State, before int64, force bool) ([
 			zap.Uint64("cluster_was", l.cluster), zap.Uint64("cluster", st.Cluster), zap.Int64("revision_was", before),
 			zap.Int64("revision", st.Rev))
 		l.cluster, l.rev, l.configRev, l.failedRev, l.blackRev, l.resetRev = st.Cluster, 0, 0, 0, -1, st.Rev
-		select {
-		case l.rewatch <- st.Rev:
+		select { // the newest reset only
+		case <-l.rewatch:
 		default:
 		}
+		l.rewatch <- st.Rev
 	}
 	if st.Rev < l.rev && !force {
 		return nil, nil // read before a change this instance wrote or applied since: stale
@@ -342,7 +345,7 @@ func (s *Server) shared(try func() error) error {
 				"(other instances or operators writing); try again", s.link.store.Source(), sharedTries)}
 		}
 		if _, err := s.syncStore(false); err != nil && errors.Is(err, cluster.ErrNoConfig) {
-			return err
+			return s.link.noDocument()
 		}
 		// Writers that keep colliding (each instance's edits are one at
 		// a time, so these are other instances') draw apart.
@@ -516,7 +519,7 @@ func (s *Server) Proxies(ctx context.Context) ([]Proxy, error) {
 	}
 	members, latest, err := s.link.store.Members(ctx)
 	if err != nil {
-		return nil, err
+		return nil, &SharedError{err: err, msg: "keyshard: the member list cannot be read: " + err.Error()}
 	}
 	out := make([]Proxy, 0, len(members))
 	for _, m := range members {

@@ -170,6 +170,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		log.Warn("KS_FAILPOINT set: this process will kill itself", zap.String("failpoint", fp))
 	}
+	// The listener first: an instance that holds its address may take
+	// over its own earlier life's entry in the member list.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		log.Error("cannot listen", zap.String("addr", cfg.Addr), zap.Error(err))
+		return 1
+	}
 	var srv *proxy.Server
 	if store != nil {
 		srv, err = proxy.NewClustered(cfg, log, proxy.ClusterOptions{Store: store, State: shared, Local: local, Version: version})
@@ -177,13 +184,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		srv, err = proxy.New(cfg, log)
 	}
 	if err != nil {
+		ln.Close()
 		log.Error("cannot start", zap.Error(err))
-		return 1
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		log.Error("cannot listen", zap.String("addr", cfg.Addr), zap.Error(err))
-		_ = srv.Shutdown(context.Background())
 		return 1
 	}
 	if store == nil {

@@ -21,8 +21,8 @@ import (
 // reload changes them). JSON in and out, in kingshard's shapes for its
 // endpoints (docs/openapi.yaml describes them all); a change answers "ok",
 // a failure {"error": "..."} with 400 for a bad argument, 404 for a
-// blacklist entry to delete that is not there (as kingshard), 500
-// otherwise.
+// blacklist entry to delete that is not there (as kingshard), 409 or 503
+// for a change a shared config (etcd) does not take, 500 otherwise.
 func REST(mux *http.ServeMux, srv *proxy.Server) {
 	// by is the controls as the request's web user uses them.
 	by := func(r *http.Request) proxy.Controls {

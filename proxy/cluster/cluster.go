@@ -108,6 +108,10 @@ type Options struct {
 	User, Password    string
 	DialTimeout       time.Duration // default 5s
 	RequestTimeout    time.Duration // each call; default 5s
+	// NameWait: how long Register waits for a name held by an instance of
+	// the same host on another address (a restart on a new -addr: the
+	// old one's lease runs out) before refusing it; default MemberTTL+1s.
+	NameWait time.Duration
 	Log               *zap.Logger   // the etcd client's own log (default: none)
 }
 
@@ -128,9 +132,10 @@ func (o Options) FromEnv() Options {
 
 // Store is a connection to the shared config.
 type Store struct {
-	cli     *clientv3.Client
-	url     URL
-	timeout time.Duration
+	cli      *clientv3.Client
+	url      URL
+	timeout  time.Duration
+	nameWait time.Duration
 }
 
 // Open connects to the etcd cluster of rawURL. It does not wait for etcd:
@@ -167,7 +172,10 @@ func Open(rawURL string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}
-	st := &Store{cli: cli, url: u, timeout: o.RequestTimeout}
+	st := &Store{cli: cli, url: u, timeout: o.RequestTimeout, nameWait: o.NameWait}
+	if st.nameWait == 0 {
+		st.nameWait = MemberTTL + time.Second
+	}
 	if st.timeout == 0 {
 		st.timeout = 5 * time.Second
 	}
@@ -478,15 +486,10 @@ func (s *Store) Register(ctx context.Context, me func() Member, update <-chan st
 		_, err := s.cli.Put(c, s.key("members", m.Name), string(b), clientv3.WithLease(lease))
 		return err
 	}
-	join := func() (clientv3.LeaseID, error) {
-		c, cancel := s.call(ctx)
-		lease, err := s.cli.Grant(c, int64(MemberTTL/time.Second))
-		cancel()
-		if err != nil {
-			return 0, err
-		}
-		return lease.ID, put(lease.ID)
-	}
+	// claim makes the entry if no live instance on another address or
+	// host has the name, in one transaction; every registration does
+	// (also after a lost lease: whoever took the name meanwhile keeps
+	// it).
 	claim := func() (clientv3.LeaseID, error) {
 		c, cancel := s.call(ctx)
 		defer cancel()
@@ -494,28 +497,51 @@ func (s *Store) Register(ctx context.Context, me func() Member, update <-chan st
 		if err != nil {
 			return 0, err
 		}
+		revoke := func() {
+			rc, rcancel := context.WithTimeout(context.Background(), time.Second)
+			_, _ = s.cli.Revoke(rc, lease.ID)
+			rcancel()
+		}
 		m := me()
 		b, _ := json.Marshal(m)
 		key := s.key("members", m.Name)
 		resp, err := s.cli.Txn(c).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 			Then(clientv3.OpPut(key, string(b), clientv3.WithLease(lease.ID))).Else(clientv3.OpGet(key)).Commit()
-		if err != nil || resp.Succeeded {
-			return lease.ID, err
+		if err != nil {
+			revoke()
+			return 0, err
+		}
+		if resp.Succeeded {
+			return lease.ID, nil
 		}
 		var other Member
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 && json.Unmarshal(kvs[0].Value, &other) == nil &&
 			(other.Addr != m.Addr || other.Host != m.Host) {
-			_, _ = s.cli.Revoke(c, lease.ID)
+			revoke()
 			return 0, &NameTakenError{Source: s.Source(), Other: other}
 		}
-		return lease.ID, put(lease.ID)
+		// This instance's own earlier life (the caller holds the address).
+		if err := put(lease.ID); err != nil {
+			revoke()
+			return 0, err
+		}
+		return lease.ID, nil
 	}
+	// At start, a holder of the name may be this host's instance that
+	// just stopped or died: its lease runs out within MemberTTL.
 	first, ferr := claim()
-	var taken *NameTakenError
-	if errors.As(ferr, &taken) {
-		return nil, taken
+	for wait := time.Now().Add(s.nameWait); ; {
+		var taken *NameTakenError
+		if !errors.As(ferr, &taken) {
+			break
+		}
+		if taken.Other.Host != me().Host || time.Now().After(wait) || ctx.Err() != nil {
+			return nil, taken
+		}
+		time.Sleep(time.Second)
+		first, ferr = claim()
 	}
-	return func() { s.keep(ctx, first, ferr, join, put, update, log) }, nil
+	return func() { s.keep(ctx, first, ferr, claim, put, update, log) }, nil
 }
 
 // NameTakenError is an instance refused its name: a live one on another
@@ -530,7 +556,8 @@ func (e *NameTakenError) Error() string {
 		e.Source, e.Other.Name, e.Other.Addr, e.Other.Host, e.Other.PID)
 }
 
-// keep is Register's loop: lease is the first lease (if err is nil).
+// keep is Register's loop: lease is the first lease (if err is nil);
+// join registers again.
 func (s *Store) keep(ctx context.Context, lease clientv3.LeaseID, err error, join func() (clientv3.LeaseID, error),
 	put func(clientv3.LeaseID) error, update <-chan struct{}, log *zap.Logger) {
 	lost := false

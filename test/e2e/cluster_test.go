@@ -62,35 +62,42 @@ func startClusterProxy(t *testing.T, st *cluster.Store, name string) *testProxy 
 	return p
 }
 
-// tryClusterProxy is startClusterProxy that returns NewClustered's error.
+// tryClusterProxy is startClusterProxy that returns its error (it may run
+// off the test's goroutine). A name held by another instance of this host
+// is waited for a second, not the default lease time.
 func tryClusterProxy(t *testing.T, st *cluster.Store, name string) (*testProxy, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
+	}
+	fail := func(err error) (*testProxy, error) {
+		ln.Close()
+		return nil, err
 	}
 	// Each instance its own connection to etcd, as separate processes.
-	store, err := cluster.Open(st.Source(), cluster.Options{})
+	store, err := cluster.Open(st.Source(), cluster.Options{NameWait: time.Second})
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	state, err := store.Read(context.Background())
 	if err != nil {
-		t.Fatal(err)
+		store.Close()
+		return fail(err)
 	}
 	cfg, _, err := config.Parse(state.Config, store.Source())
+	if err == nil {
+		err = (config.Local{Addr: ln.Addr().String(), Name: name}).Apply(cfg)
+	}
 	if err != nil {
-		t.Fatal(err)
+		store.Close()
+		return fail(err)
 	}
 	local := config.Local{Addr: ln.Addr().String(), Name: name}
-	if err := local.Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
 	log, logs := testLogger(t)
 	srv, err := proxy.NewClustered(cfg, log, proxy.ClusterOptions{Store: store, State: state, Local: local, Version: "e2e"})
 	if err != nil {
-		ln.Close()
-		return nil, err
+		return fail(err)
 	}
 	return serveTestProxy(t, srv, ln, logs), nil
 }
@@ -254,7 +261,7 @@ func TestClusterSharedConfig(t *testing.T) {
 		t.Errorf("two twins started at once: %v and %v; want exactly one refused", t1.err, t2.err)
 	}
 	for _, tw := range []started{t1, t2} {
-		if tw.p != nil {
+		if tw.p != nil { // (its cleanup shuts it down again: a no-op)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_ = tw.p.Srv.Shutdown(ctx)
 			cancel()
