@@ -112,7 +112,7 @@ type Options struct {
 	// the same host on another address (a restart on a new -addr: the
 	// old one's lease runs out) before refusing it; default MemberTTL+1s.
 	NameWait time.Duration
-	Log               *zap.Logger   // the etcd client's own log (default: none)
+	Log      *zap.Logger // the etcd client's own log (default: none)
 }
 
 // FromEnv fills what o leaves empty from the environment.
