@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	_ "embed"
 	"net/http"
 	"time"
@@ -34,7 +35,7 @@ func statusPage(mux *http.ServeMux, srv *proxy.Server, h func(pattern string, f 
 			"connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 		_, _ = w.Write(statusHTML)
 	})
-	h("GET /api/v1/status", func(*http.Request) (any, error) {
+	h("GET /api/v1/status", func(r *http.Request) (any, error) {
 		top, err := srv.Digests(statusDigests, "total")
 		if err != nil {
 			return nil, err
@@ -43,15 +44,26 @@ func statusPage(mux *http.ServeMux, srv *proxy.Server, h func(pattern string, f 
 		if nodes == nil {
 			nodes = []proxy.Backend{}
 		}
+		// The instances sharing the config (etcd); the page goes on
+		// without them when etcd does not answer.
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		instances, err := srv.Proxies(ctx)
+		cancel()
+		instancesErr := ""
+		if err != nil {
+			instances, instancesErr = []proxy.Proxy{}, err.Error()
+		}
 		return statusJSON{
-			Proxy:        srv.Status(),
-			Config:       srv.ConfigRevision(),
-			Nodes:        nodes,
-			History:      srv.History(),
-			Digests:      digestsJSON(top),
-			DigestsSince: srv.DigestsSince().UTC().Format(time.RFC3339),
-			Processes:    srv.Processes("", false),
-			Now:          time.Now().Format(time.RFC3339),
+			Instances:      instances,
+			InstancesError: instancesErr,
+			Proxy:          srv.Status(),
+			Config:         srv.ConfigRevision(),
+			Nodes:          nodes,
+			History:        srv.History(),
+			Digests:        digestsJSON(top),
+			DigestsSince:   srv.DigestsSince().UTC().Format(time.RFC3339),
+			Processes:      srv.Processes("", false),
+			Now:            time.Now().Format(time.RFC3339),
 		}, nil
 	})
 }
@@ -66,4 +78,9 @@ type statusJSON struct {
 	DigestsSince string               `json:"digests_since"`
 	Processes    []proxy.Process      `json:"processes"`
 	Now          string               `json:"now"`
+	// Instances are the keyshard instances sharing this one's config
+	// (only this one for a config file); InstancesError says why they
+	// could not be listed.
+	Instances      []proxy.Proxy `json:"instances"`
+	InstancesError string        `json:"instances_error"`
 }

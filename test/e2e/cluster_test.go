@@ -135,6 +135,12 @@ func TestClusterSharedConfig(t *testing.T) {
 	if code := rest(t, b, "GET", "/api/v1/proxies", "", true, &list); code != 200 || len(list) != 2 || !list[1].Self || list[1].Addr != b.Addr {
 		t.Fatalf("GET /api/v1/proxies on ks-b: %d %+v", code, list)
 	}
+	var status struct {
+		Instances []proxy.Proxy `json:"instances"`
+	}
+	if code := rest(t, a, "GET", "/api/v1/status", "", true, &status); code != 200 || len(status.Instances) != 2 || !status.Instances[0].Self {
+		t.Fatalf("the status page's instances on ks-a: %d %+v", code, status.Instances)
+	}
 
 	// A blacklist entry added on one instance is in force on the other.
 	mustExec(t, rootA, "admin server(opt,k,v) values('add','black_sql','select * from cl_nope where id = 1')")

@@ -107,6 +107,7 @@ func TestStatusPage(t *testing.T) {
 		Nodes     []nodeRow
 		NodesText string
 		Procs     string
+		Instances string
 		Digests   string
 		BackendIn string // the stage bars' classes of the SLEEP digest's row
 		Qps       string
@@ -124,7 +125,7 @@ func TestStatusPage(t *testing.T) {
 			Refreshes: Number(document.body.dataset.refreshes || 0), Marker: window.__ksMarker || 0,
 			Error: document.body.dataset.error || '', Banner: banner && !banner.hidden ? banner.innerText : '',
 			Header: document.querySelector('header') ? document.querySelector('header').innerText : '',
-			Proxy: t('proxy'), Nodes: nodes, NodesText: t('nodes'), Procs: t('processes'), Digests: t('digests'),
+			Proxy: t('proxy'), Nodes: nodes, NodesText: t('nodes'), Procs: t('processes'), Instances: t('instances'), Digests: t('digests'),
 			BackendIn: sleepRow ? [...sleepRow.querySelectorAll('.bar i')].map(i => i.className).join(' ') : '',
 			Qps: t('qps-now'), LatPaths: document.querySelectorAll('#lat-chart path').length,
 			XSS: document.getElementById('ksxss') !== null,
@@ -162,6 +163,11 @@ func TestStatusPage(t *testing.T) {
 	}
 	if err := pg.eval("window.__ksMarker = 4242", nil); err != nil {
 		t.Fatal(err)
+	}
+	// The instances: this one alone (a config file), current.
+	if !strings.Contains(s.Instances, p.Addr) || !strings.Contains(s.Instances, "(this one)") || !strings.Contains(s.Instances, "current") ||
+		!strings.Contains(s.Instances, "1 live") {
+		t.Errorf("the instances table does not show this instance at %s as current:\n%s", p.Addr, s.Instances)
 	}
 	for i, n := range []string{"node1", "node2", "node3"} {
 		addr := fmt.Sprintf("127.0.0.1:%d", []int{basePort, basePort + 1, downPort}[i])
