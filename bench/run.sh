@@ -365,11 +365,7 @@ for wl in $WORKLOADS; do
 			add "$wl/$th/kp" "$p95"
 			add "$wl/$th/kn" 1
 			cpu="n/a"
-			if [[ $SELF_TEST != 1 ]]; then
-				cpu=${ARM_CPU[ks.1]}
-				add "$wl/$th/cpu" "$cpu"
-				cpu=$(printf %.1f "$cpu")
-			fi
+			[[ $SELF_TEST == 1 ]] || cpu=$(printf %.1f "${ARM_CPU[ks.1]}")
 			log "$wl threads=$th round $r: $B_NAME $qps qps, p95 $p95 ms, proxy CPU $cpu us/query, syscalls ${ARM_SYS[ks.1]:--}/query"
 
 			[[ $REF == haproxy ]] || continue
@@ -382,11 +378,9 @@ for wl in $WORKLOADS; do
 			read -r qps p95 total <<<"$res"
 			arm_stop ref "$total"
 			costs ref "$wl" "$th" rm r
-			cpu=${ARM_CPU[ref.1]}
 			add "$wl/$th/rq" "$qps"
-			add "$wl/$th/rcpu" "$cpu"
 			add "$wl/$th/rn" 1
-			log "$wl threads=$th round $r: haproxy  $qps qps, p95 $p95 ms, CPU $(printf %.1f "$cpu") us/query, syscalls ${ARM_SYS[ref.1]}/query"
+			log "$wl threads=$th round $r: haproxy  $qps qps, p95 $p95 ms, CPU $(printf %.1f "${ARM_CPU[ref.1]}") us/query, syscalls ${ARM_SYS[ref.1]}/query"
 		done
 	done
 done
@@ -598,7 +592,7 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 			kq=$(mean "$wl/$th/kq" "$wl/$th/kn" %.0f)
 			dp=$(mean "$wl/$th/dp" "$wl/$th/dn" %.2f)
 			kp=$(mean "$wl/$th/kp" "$wl/$th/kn" %.2f)
-			cpu=$(mean "$wl/$th/cpu" "$wl/$th/kn" %.0f)
+			cpu=$(mean "$wl/$th/c.k.cpu" "$wl/$th/c.k.n" %.0f)
 			[[ $SELF_TEST == 1 ]] && cpu="n/a"
 			echo "| ${wl#oltp_} | $th | $dq | $kq | $(ratio "$kq" "$dq") | $dp | $kp | $cpu |"
 		done
@@ -615,7 +609,7 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 				kq=$(mean "$wl/$th/kq" "$wl/$th/kn" %.0f)
 				rq=$(mean "$wl/$th/rq" "$wl/$th/rn" %.0f)
 				echo "| ${wl#oltp_} | $th | $rq | $(ratio "$rq" "$dq") | $(ratio "$kq" "$rq") |" \
-					"$(mean "$wl/$th/rcpu" "$wl/$th/rn" %.0f) | $(mean "$wl/$th/cpu" "$wl/$th/kn" %.0f) |"
+					"$(mean "$wl/$th/c.r.cpu" "$wl/$th/c.r.n" %.0f) | $(mean "$wl/$th/c.k.cpu" "$wl/$th/c.k.n" %.0f) |"
 			done
 		done
 	fi

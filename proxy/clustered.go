@@ -130,8 +130,15 @@ func (s *Server) member() cluster.Member {
 	l := s.link
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return cluster.Member{Name: s.Name(), Addr: s.startCfg.Addr, WebAddr: s.startCfg.WebAddr, Version: l.version,
-		Host: l.host, PID: os.Getpid(), Started: s.started, ConfigRev: l.applied, Applied: l.at, Error: l.err}
+	m := s.self(l.host)
+	m.Version, m.ConfigRev, m.Applied, m.Error = l.version, l.applied, l.at, l.err
+	return m
+}
+
+// self is what an entry of this instance says whatever the config's
+// source.
+func (s *Server) self(host string) cluster.Member {
+	return cluster.Member{Name: s.Name(), Addr: s.startCfg.Addr, WebAddr: s.startCfg.WebAddr, Host: host, PID: os.Getpid(), Started: s.started}
 }
 
 // noted records the outcome of applying revision rev (err nil: it runs)
@@ -513,8 +520,8 @@ func (s *Server) Proxies(ctx context.Context) ([]Proxy, error) {
 	if s.link == nil {
 		snap := s.snap.Load()
 		host, _ := os.Hostname()
-		m := cluster.Member{Name: s.Name(), Addr: s.startCfg.Addr, WebAddr: s.startCfg.WebAddr, Host: host, PID: os.Getpid(),
-			Started: s.started, ConfigRev: snap.rev, Applied: snap.applied}
+		m := s.self(host)
+		m.ConfigRev, m.Applied = snap.rev, snap.applied
 		return []Proxy{{Member: m, Self: true, Current: true, Latest: snap.rev, Uptime: uptime(s.started)}}, nil
 	}
 	members, latest, err := s.link.store.Members(ctx)

@@ -91,7 +91,7 @@ type Status struct {
 // Status returns the proxy's state.
 func (s *Server) Status() Status {
 	st := Status{
-		Name: s.Name(), State: "online", Online: s.Online(), Started: s.started, Uptime: time.Since(s.started).Round(time.Second).String(),
+		Name: s.Name(), State: "online", Online: s.Online(), Started: s.started, Uptime: uptime(s.started),
 		Connections: s.conns.Load(), Nodes: len(s.Nodes()), Reloads: s.reloads.Load(), AdminChanges: s.adminChanges.Load(),
 		ReloadErrors: s.reloadErrors.Load(), ConfigFile: s.Config().Source(), Goroutines: runtime.NumGoroutine(),
 	}

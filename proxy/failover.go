@@ -48,19 +48,12 @@ const (
 // on a newer config), or an operator did. Nothing is left to do.
 var errFailoverDone = errors.New("keyshard: failover already made")
 
-// Failover makes to the master of node in place of from: to leaves the
-// node's slaves; from is not added as one. If the node's master is no
-// longer from, nothing changes and the answer is nil (the failover was
-// made elsewhere). It does not ask the servers anything: the failover
-// monitor decides when.
-func (c Controls) Failover(node, from, to string) error {
-	_, err := c.failover(node, from, to)
-	return err
-}
-
-// failover is Failover that also tells whether this call made the change.
-func (c Controls) failover(node, from, to string) (bool, error) {
-	err := c.change(fmt.Sprintf("node %s: failover, master %s replaced by its slave %s", node, from, to), func(cfg *config.Config) error {
+// failover makes to the master of node in place of from: to leaves the
+// node's slaves; from is not added as one. made is false if the node's
+// master was no longer from (the failover was made elsewhere: no error).
+// It asks the servers nothing: the failover monitor decides when.
+func (c Controls) failover(node, from, to string) (made bool, err error) {
+	err = c.change(fmt.Sprintf("node %s: failover, master %s replaced by its slave %s", node, from, to), func(cfg *config.Config) error {
 		return failoverEdit(cfg, node, from, to)
 	})
 	if errors.Is(err, errFailoverDone) {

@@ -75,7 +75,7 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	// diff's exit status is diff(1)'s: 1 differs, 2 trouble.
 	trouble := map[bool]int{true: 2, false: 1}[args[0] == "diff"]
-	store, err := cluster.Open(rawURL, opts.FromEnv())
+	store, st, err := openShared(rawURL, opts.FromEnv())
 	if err != nil {
 		fmt.Fprintln(stderr, "keyshard config:", err)
 		return trouble
@@ -83,11 +83,6 @@ func configCmd(args []string, stdout, stderr io.Writer) int {
 	defer store.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	st, err := store.Read(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, "keyshard config:", err)
-		return trouble
-	}
 	switch args[0] {
 	case "pull":
 		if st.ConfigRev == 0 {
@@ -241,20 +236,31 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 	return 0
 }
 
-// loadShared reads the config document at rawURL for serving.
-func loadShared(rawURL string, o cluster.Options) (*cluster.Store, cluster.State, *config.Config, []string, error) {
+// openShared connects to the etcd of rawURL and reads the shared state
+// (the store is closed again on an error).
+func openShared(rawURL string, o cluster.Options) (*cluster.Store, cluster.State, error) {
 	store, err := cluster.Open(rawURL, o)
 	if err != nil {
-		return nil, cluster.State{}, nil, nil, err
+		return nil, cluster.State{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	st, err := store.Read(ctx)
+	if err != nil {
+		store.Close()
+		return nil, st, err
+	}
+	return store, st, nil
+}
+
+// loadShared reads the config document at rawURL for serving.
+func loadShared(rawURL string, o cluster.Options) (*cluster.Store, cluster.State, *config.Config, []string, error) {
+	store, st, err := openShared(rawURL, o)
 	if err == nil && st.ConfigRev == 0 {
+		store.Close()
 		err = fmt.Errorf("%s: no config document yet; write one with: keyshard config push FILE %s", store.Source(), store.Source())
 	}
 	if err != nil {
-		store.Close()
 		return nil, st, nil, nil, err
 	}
 	cfg, warnings, err := config.Parse(st.Config, store.Source())

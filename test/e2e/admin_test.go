@@ -242,13 +242,20 @@ func TestAdminAllowIPs(t *testing.T) {
 // waitFor polls cond for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	within(t, 5*time.Second, what, cond)
+}
+
+// within polls cond for up to d, and logs how long it took.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	start := time.Now()
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+		if time.Since(start) > d {
+			t.Fatalf("%s: not within %s", what, d)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
+	t.Logf("%s: after %s", what, time.Since(start).Round(time.Millisecond))
 }
 
 func fileContains(path, s string) bool {

@@ -102,19 +102,6 @@ func tryClusterProxy(t *testing.T, st *cluster.Store, name string) (*testProxy, 
 	return serveTestProxy(t, srv, ln, logs), nil
 }
 
-// within polls cond for up to d: what must hold within a second or two.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Logf("%s: after %s", what, time.Since(start).Round(time.Millisecond))
-}
-
 const clusterWeb = "web_user: admin\nweb_password: webpw\n"
 
 func TestClusterSharedConfig(t *testing.T) {
@@ -496,7 +483,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 
 	r := direct(t, foReplica, "")
-	foWait(t, "the replica to have every row", 10*time.Second, func() bool {
+	within(t, 10*time.Second, "the replica to have every row", func() bool {
 		var n int
 		return r.QueryRow("SELECT COUNT(*) FROM failover_e2e.t").Scan(&n) == nil && n == id
 	})
@@ -505,18 +492,18 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("stop master: %v\n%s", err, out)
 	}
 	for _, p := range []*testProxy{a, b} {
-		foWait(t, p.Srv.Name()+" /readyz 503", 10*time.Second, func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 503 })
+		within(t, 10*time.Second, p.Srv.Name()+" /readyz 503", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 503 })
 	}
 	if out, err := backends("promote", fmt.Sprint(foReplica)); err != nil {
 		t.Fatalf("promote: %v\n%s", err, out)
 	}
 	promoted := time.Now()
 	for name := range dbs {
-		foWait(t, name+": writes after the promotion", 10*time.Second, func() bool { return write(name) == nil })
+		within(t, 10*time.Second, name+": writes after the promotion", func() bool { return write(name) == nil })
 		t.Logf("%s: writes again %v after the promotion", name, time.Since(promoted).Round(time.Millisecond))
 	}
 	for _, p := range []*testProxy{a, b} {
-		foWait(t, p.Srv.Name()+" /readyz 200", 5*time.Second, func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 200 })
+		within(t, 5*time.Second, p.Srv.Name()+" /readyz 200", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 200 })
 	}
 	cur, err := st.Read(context.Background())
 	if err != nil {
@@ -556,7 +543,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	back := fmt.Sprintf("node fo1: former master %s is back and writable", foAddr(foMaster))
 	for _, p := range []*testProxy{a, b} {
-		foWait(t, p.Srv.Name()+": the former-master report", 15*time.Second, func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
+		within(t, 15*time.Second, p.Srv.Name()+": the former-master report", func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
 	}
 	for name := range dbs {
 		if err := write(name); err != nil {

@@ -25,18 +25,6 @@ var (
 
 func foAddr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 
-// foWait polls cond every 100 ms until it holds, for at most d.
-func foWait(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // foPlain makes the server at port a writable server that replicates
 // nothing (as a master is), starting it if needed.
 func foPlain(t *testing.T, port int) *sql.DB {
@@ -114,7 +102,7 @@ func TestFailover(t *testing.T) {
 	}
 	stopped := time.Now()
 	var werr error
-	foWait(t, "writes to fail with 'master is down'", 10*time.Second, func() bool {
+	within(t, 10*time.Second, "writes to fail with 'master is down'", func() bool {
 		_, werr = db.Exec("INSERT INTO t VALUES (100, @@port)")
 		return werr != nil && strings.Contains(werr.Error(), "master is down")
 	})
@@ -122,7 +110,7 @@ func TestFailover(t *testing.T) {
 		t.Errorf("write error does not name the node and its master: %v", werr)
 	}
 	// No replica is writable yet: keyshard waits (and says so).
-	foWait(t, "the waiting log line", 10*time.Second, func() bool {
+	within(t, 10*time.Second, "the waiting log line", func() bool {
 		return p.Logs.FilterMessageSnippet("node fo1: master "+foAddr(foMaster)+" down for").
 			FilterMessageSnippet("no replica is writable yet; waiting for a promotion").Len() > 0
 	})
@@ -135,7 +123,7 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("promote: %v\n%s", err, out)
 	}
 	promoted := time.Now()
-	foWait(t, "writes through keyshard after the promotion", 2*time.Second+8*time.Second, func() bool {
+	within(t, 2*time.Second+8*time.Second, "writes through keyshard after the promotion", func() bool {
 		_, werr = db.Exec("INSERT INTO t VALUES (2, @@port)")
 		return werr == nil
 	})
@@ -183,7 +171,7 @@ func TestFailover(t *testing.T) {
 	}
 	back := fmt.Sprintf("node fo1: former master %s is back and writable (read_only=0); keyshard keeps it out", foAddr(foMaster))
 	gauge := fmt.Sprintf(`keyshard_failover_former_master_writable{addr="%s",node="fo1"}`, foAddr(foMaster))
-	foWait(t, "the former-master log line", 15*time.Second, func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
+	within(t, 15*time.Second, "the former-master log line", func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
 	if v := metricValue(scrape(t, p), gauge); v != 1 {
 		t.Errorf("%s = %v, want 1", gauge, v)
 	}
@@ -201,7 +189,7 @@ func TestFailover(t *testing.T) {
 	}
 	// Made read-only, it is no longer reported.
 	mustExec(t, m, "SET GLOBAL read_only = 1")
-	foWait(t, gauge+" = 0", 10*time.Second, func() bool { return metricValue(scrape(t, p), gauge) == 0 })
+	within(t, 10*time.Second, gauge+" = 0", func() bool { return metricValue(scrape(t, p), gauge) == 0 })
 	mustExec(t, m, "SET GLOBAL read_only = 0")
 }
 
@@ -213,7 +201,7 @@ func TestFailoverSeveralWritable(t *testing.T) {
 	// The master is an address where nothing listens: down from the start.
 	p := startProxy(t, failoverYAML("fo2", "127.0.0.1:1", foAddr(foWritableA)+","+foAddr(foWritableB), "1s"))
 	refused := `keyshard_failover_refused_total{node="fo2",reason="several_writable"}`
-	foWait(t, refused+" = 1", 15*time.Second, func() bool { return metricValue(scrape(t, p), refused) == 1 })
+	within(t, 15*time.Second, refused+" = 1", func() bool { return metricValue(scrape(t, p), refused) == 1 })
 	line := fmt.Sprintf("several replicas are writable (%s, %s): keyshard will not choose", foAddr(foWritableA), foAddr(foWritableB))
 	if p.Logs.FilterMessageSnippet(line).Len() != 1 {
 		t.Errorf("no error line %q", line)
@@ -235,7 +223,7 @@ func TestFailoverSeveralWritable(t *testing.T) {
 	// One of them made read-only: the other is the promoted one.
 	mustExec(t, b, "SET GLOBAL read_only = 1")
 	defer mustExec(t, b, "SET GLOBAL read_only = 0")
-	foWait(t, "the failover to "+foAddr(foWritableA), 10*time.Second, func() bool {
+	within(t, 10*time.Second, "the failover to "+foAddr(foWritableA), func() bool {
 		n, _ := p.Srv.Config().Node("fo2")
 		return n.Master == foAddr(foWritableA)
 	})
