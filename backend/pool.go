@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,9 @@ type Options struct {
 	WriteBuffer int
 	MaxPacket   int
 	StmtCache   int // prepared statements cached per connection (LRU)
+	// PipelineDepth: statements in flight at most on one pipelined
+	// connection (see Pipeline); below 2, no pipelining.
+	PipelineDepth int
 	// Refs counts the client statements of each text; cached statements
 	// no client holds are closed (nil: only the LRU bounds them).
 	Refs *StmtRefs
@@ -146,6 +150,9 @@ type Pool struct {
 	serverExt atomic.Uint32          // MariaDB extended capabilities it offers
 	newStatus atomic.Uint32          // 1<<16 | the status a new session starts with (see SessionStatus)
 	globals   atomic.Int64           // generation of the server's global variables (see GlobalsChanged)
+
+	pipes     pipes        // pipelined connections (see Pipeline)
+	pipelined atomic.Int64 // statements that joined a pipe (PipelineStats)
 }
 
 // GlobalsChanged records that the server's global variables changed (a
@@ -250,6 +257,7 @@ func newPool(node, addr string, opts Options, standsFor *Pool) *Pool {
 		stmts:     &Latency{},
 		standsFor: standsFor,
 	}
+	p.pipes.seed = maphash.MakeSeed()
 	if standsFor != nil {
 		p.health, p.stmts = standsFor.health, standsFor.stmts
 	} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,7 +26,10 @@ type watchConn struct {
 	net.Conn
 	pool     *Pool
 	explicit time.Time // a deadline the caller set (zero: none)
-	got      int       // bytes read since the wait was last armed
+	// got: bytes read since the wait was last armed. Atomic: on a
+	// pipelined connection one session's write arms the wait while
+	// another's read counts.
+	got atomic.Int64
 }
 
 // Write sends a command: its answer is watched from now.
@@ -36,7 +40,7 @@ func (w *watchConn) Write(b []byte) (int, error) {
 
 // arm starts a new silence interval.
 func (w *watchConn) arm() {
-	w.got = 0
+	w.got.Store(0)
 	d := time.Now().Add(w.pool.opts.Silence)
 	if !w.explicit.IsZero() && w.explicit.Before(d) {
 		d = w.explicit
@@ -47,12 +51,12 @@ func (w *watchConn) arm() {
 func (w *watchConn) Read(b []byte) (int, error) {
 	for {
 		n, err := w.Conn.Read(b)
-		w.got += n
+		w.got.Add(int64(n))
 		var ne net.Error
 		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || !w.explicit.IsZero() && !time.Now().Before(w.explicit) {
 			return n, err // not our deadline: the caller's, or no timeout
 		}
-		if w.got == 0 {
+		if w.got.Load() == 0 {
 			if perr := w.pool.alive(); perr != nil {
 				return n, &FrozenError{Node: w.pool.node, Addr: w.pool.addr, Silence: w.pool.opts.Silence, Err: perr}
 			}

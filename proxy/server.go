@@ -236,6 +236,7 @@ func (s *Server) poolOptions(c *config.Config, n *config.NodeConfig) backend.Opt
 		WriteBuffer:    c.BackendWriteBuffer,
 		MaxPacket:      c.MaxAllowedPacket,
 		StmtCache:      c.StmtCacheSize,
+		PipelineDepth:  c.BackendPipelineDepth,
 		OnState:        s.stateHook,
 	}
 }

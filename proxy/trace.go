@@ -39,6 +39,7 @@ type trace struct {
 	// conns are the backend connections the statement holds (under
 	// proc.mu): KILL QUERY and the time limit stop it on each.
 	conns  []*backend.Conn
+	turn   *backend.Turn // the statement's place on a pipelined connection (under proc.mu)
 	noKill bool // Committing was called (under proc.mu)
 	// deadline is the statement's time limit (zero: none); timedOut is
 	// set once keyshard stopped it there; limit and mariaDB make the
@@ -110,6 +111,19 @@ func (t *trace) WaitDone(bc *backend.Conn) {
 		}
 		t.proc.mu.Unlock()
 		t.usedNode(bc.Node())
+	}
+}
+
+// Piped: the statement is in flight on a pipelined connection as turn
+// (nil: no more); a KILL QUERY goes through it.
+func (t *trace) Piped(turn *backend.Turn) {
+	t.proc.mu.Lock()
+	t.turn = turn
+	t.proc.mu.Unlock()
+	if turn != nil {
+		t.mark(digest.Wait)
+		t.proc.stage.Store(procBackend)
+		t.usedNode(turn.Node())
 	}
 }
 

@@ -33,6 +33,20 @@ func Retriable(info Info) bool {
 		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagMasterOnly) == 0 // NEXTVAL, INTO OUTFILE, RELEASE_LOCK
 }
 
+// Pipelinable reports whether a text statement classified as info may
+// share a backend connection with other sessions' statements in flight
+// (backend.Pipeline): a single SELECT or INSERT, UPDATE, DELETE, REPLACE
+// that leaves no state on the connection and whose answer needs no
+// follow-up there (FOUND_ROWS(), LAST_INSERT_ID() rewrites, locking
+// reads, sequences and lock functions).
+func Pipelinable(info Info) bool {
+	switch info.Kind {
+	case KindSelect, KindInsert, KindUpdate, KindDelete, KindReplace:
+		return info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagSessionFunc|FlagMasterOnly|FlagTemporary|FlagCalcFoundRows|FlagKill) == 0
+	}
+	return false
+}
+
 // Writes reports whether a statement may change data on the master, so
 // that the session's next reads should see it (read-your-writes).
 func Writes(info Info) bool {

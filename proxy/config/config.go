@@ -65,8 +65,12 @@ type Config struct {
 	ShutdownTimeout  Duration `yaml:"shutdown_timeout"`   // default 10s
 	MaxAllowedPacket int      `yaml:"max_allowed_packet"` // default 64 MiB
 	StmtCacheSize    int      `yaml:"stmt_cache_size"`    // prepared statements kept per backend connection, default 64
-	MaxMergeRows     int      `yaml:"max_merge_rows"`     // groups a cross-shard merge may hold to re-sort, default 100000
-	ServerVersion    string   `yaml:"server_version"`     // the version clients see; default: the backends' own (see proxy/identity.go)
+	// BackendPipelineDepth: autocommit statements of sessions with the
+	// same backend state in flight at once on one backend connection
+	// (etc/ks.yaml); 1 or 0 = off.
+	BackendPipelineDepth int    `yaml:"backend_pipeline_depth"`
+	MaxMergeRows         int    `yaml:"max_merge_rows"` // groups a cross-shard merge may hold to re-sort, default 100000
+	ServerVersion        string `yaml:"server_version"` // the version clients see; default: the backends' own (see proxy/identity.go)
 
 	// Writes over several nodes (XA two-phase commit; etc/ks.yaml).
 	XALogNode         string   `yaml:"xa_log_node"`         // node keeping the commit decisions; default: the first schema's default node

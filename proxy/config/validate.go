@@ -43,6 +43,8 @@ const (
 	// A backend silent this long while a statement waits is checked for
 	// life.
 	defaultBackendSilence = 5 * time.Second
+	defaultPipelineDepth  = 1
+	maxPipelineDepth      = 64
 	// Pre-login bounds: a default max_connections, and a cap on one
 	// address's connections still logging in.
 	defaultMaxConnections   = 4096
@@ -113,6 +115,7 @@ func (c *Config) ApplyDefaults() {
 	dur(&c.ShutdownTimeout, defaultShutdown)
 	num(&c.MaxAllowedPacket, defaultMaxPacket)
 	num(&c.StmtCacheSize, defaultStmtCache)
+	omitted(&c.BackendPipelineDepth, "backend_pipeline_depth", defaultPipelineDepth)
 	num(&c.MaxMergeRows, defaultMaxMergeRows)
 	dur(&c.HealthCheckInterval, defaultHealthCheck)
 	dur(&c.HealthCheckTimeout, defaultHealthCheck)
@@ -222,13 +225,17 @@ func (c *Config) validateTop(p *problems) {
 		{"client_write_buffer", c.ClientWriteBuffer}, {"backend_write_buffer", c.BackendWriteBuffer},
 		{"read_buffer", c.ReadBuffer}, {"pool_min_idle", c.PoolMinIdle},
 		{"log_max_size_mb", c.LogMaxSizeMB}, {"log_max_backups", c.LogMaxBackups}, {"log_max_age_days", c.LogMaxAgeDays},
-		{"stmt_cache_size", c.StmtCacheSize}, {"max_merge_rows", c.MaxMergeRows}, {"max_replication_lag", c.MaxReplicationLag},
+		{"stmt_cache_size", c.StmtCacheSize}, {"backend_pipeline_depth", c.BackendPipelineDepth}, {"max_merge_rows", c.MaxMergeRows}, {"max_replication_lag", c.MaxReplicationLag},
 		{"digest_size", c.DigestSize}, {"digest_metrics_top", c.DigestMetricsTop},
 		{"result_cache_mb", c.ResultCacheMB}, {"result_cache_entry_kb", c.ResultCacheEntryKB},
 	} {
 		if n.val < 0 {
 			p.add(at(n.key), n.key, "must not be negative, got %d", n.val)
 		}
+	}
+	if c.BackendPipelineDepth > maxPipelineDepth {
+		p.add(at("backend_pipeline_depth"), "backend_pipeline_depth", "must be at most %d statements in flight on one connection, got %d",
+			maxPipelineDepth, c.BackendPipelineDepth)
 	}
 	for _, d := range []struct {
 		key string

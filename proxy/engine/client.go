@@ -38,6 +38,36 @@ type Client struct {
 	ext    uint32 // MariaDB extended capabilities
 	buf    []byte
 	mapErr func(error) *mysql.MyError
+	// draining: a failed write does not stop the relay (see Drain);
+	// gone is the first such failure.
+	draining bool
+	gone     error
+}
+
+// Drain, on, makes a failed write to the client no reason to stop
+// relaying: the answer is read to its end all the same (a pipelined
+// connection's next answer is someone else's). Off, it returns the
+// *ClientError of a write that failed meanwhile (nil: none).
+func (c *Client) Drain(on bool) error {
+	c.draining = on
+	if on || c.gone == nil {
+		return nil
+	}
+	err := &ClientError{c.gone}
+	c.gone = nil
+	return err
+}
+
+// wfail is what a failed write to the client returns: a *ClientError,
+// or nil while draining.
+func (c *Client) wfail(err error) error {
+	if c.draining {
+		if c.gone == nil {
+			c.gone = err
+		}
+		return nil
+	}
+	return &ClientError{err}
 }
 
 // NewClient writes to pkt; mapErr turns any error into the MySQL error the
@@ -70,7 +100,7 @@ func (c *Client) LocalFiles() bool { return c.caps&mysql.CLIENT_LOCAL_FILES != 0
 // Packet writes one logical packet.
 func (c *Client) Packet(p []byte) error {
 	if err := c.pkt.WritePacket(p); err != nil {
-		return &ClientError{err}
+		return c.wfail(err)
 	}
 	return nil
 }
@@ -79,10 +109,10 @@ func (c *Client) Packet(p []byte) error {
 // client shows it while the statement runs).
 func (c *Client) Progress(p []byte) error {
 	if err := c.pkt.WritePacket(p); err != nil {
-		return &ClientError{err}
+		return c.wfail(err)
 	}
 	if err := c.pkt.Flush(); err != nil {
-		return &ClientError{err}
+		return c.wfail(err)
 	}
 	return nil
 }
@@ -90,7 +120,7 @@ func (c *Client) Progress(p []byte) error {
 // Raw writes one physical packet (a row, or part of a long one).
 func (c *Client) Raw(p []byte) error {
 	if err := c.pkt.WriteRaw(p); err != nil {
-		return &ClientError{err}
+		return c.wfail(err)
 	}
 	return nil
 }

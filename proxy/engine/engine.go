@@ -21,6 +21,9 @@ type Tracer interface {
 	Retry()                    // a failed attempt ends; the statement is tried again
 	Sent(rows, affected uint64)
 	Running(bc *backend.Conn) // bc runs the statement (nil: none), for KILL QUERY
+	// Piped: the statement is in flight on a pipelined connection as t
+	// (nil: no longer), which a KILL QUERY goes through.
+	Piped(t *backend.Turn)
 	Killed() bool             // the session was killed
 	// Released: bc goes back to its pool, no longer the statement's.
 	Released(bc *backend.Conn)
@@ -54,6 +57,12 @@ type Conns interface {
 	// it yet (the statement failed before reaching a node).
 	UndoOpenTx()
 	Status() uint16 // the status the client sees between statements
+	// Pipe sends COM_QUERY sql, a statement Pipelinable says may share a
+	// connection, on node n (nil: the default node) for purpose p (Write
+	// or Read) on a pipelined connection, if the session may (autocommit,
+	// nothing pinned or pending, no time limit) and the node's pool
+	// pipelines; nil: run it the usual way.
+	Pipe(n *backend.Node, p Purpose, sql []byte) *backend.Turn
 }
 
 // Last holds what the session's last statement reports through
@@ -298,6 +307,11 @@ func (e *Engine) forward(n *backend.Node, raw []byte, sql *string, info *router.
 	cmd := byte(mysql.COM_QUERY)
 	if raw != nil {
 		cmd = raw[0]
+	}
+	if cmd == mysql.COM_QUERY && after == nil && p&^Read == 0 && e.RowHook == nil && info != nil && router.Pipelinable(*info) {
+		if done, err := e.piped(n, raw, sql, p, retriable); done {
+			return err
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		bc, err := e.Conns.Acquire(n, p)

@@ -296,6 +296,7 @@ func (t *fakeTracer) Killed() bool              { return t.killed.Load() }
 func (t *fakeTracer) Released(bc *backend.Conn) {}
 func (t *fakeTracer) TimedOut() error           { return nil }
 func (t *fakeTracer) Committing()               {}
+func (t *fakeTracer) Piped(*backend.Turn)       {}
 func (t *fakeTracer) Running(bc *backend.Conn) {
 	t.running = append(t.running, bc)
 	if bc != nil {

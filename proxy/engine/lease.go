@@ -320,6 +320,33 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 	return l.onNode(n, true)
 }
 
+// Pipe: see Conns. The session must hold nothing on a connection of its
+// own: no transaction, open or deferred, autocommit on, nothing pinned,
+// no statement time limit (its KILL would need the connection alone).
+func (l *Lease) Pipe(n *backend.Node, p Purpose, sql []byte) *backend.Turn {
+	if l.pinned != nil || l.txBegin != "" || l.sticky != "" || l.lockTables || l.cursors > 0 || !l.Vars.Autocommit ||
+		!l.Deadline.IsZero() || l.meta != nil || len(l.acOn) > 0 || len(l.branches) > 0 {
+		return nil
+	}
+	if n == nil {
+		n = l.Default
+	}
+	if n == nil {
+		return nil
+	}
+	pool := n.Master
+	if p&Read != 0 {
+		rp, err := l.readPool(n, nil)
+		if err != nil {
+			return nil // the usual way says why
+		}
+		if rp != nil {
+			pool = rp
+		}
+	}
+	return pool.Pipeline(l.Ctx, l.Deadline, backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB), l.Vars.DB, l.Vars.Multi, l.Vars.State, sql)
+}
+
 // readPool returns the replica pool a read on node n (nil: the default
 // node) should use, or nil for the session's usual master connection.
 // skip is a pool a retry should avoid: it is used all the same when no

@@ -279,7 +279,9 @@ func (e *Engine) copyRows(bc *backend.Conn, p []byte) (rowsEnd, error) {
 				// The rows already received, copied in one go.
 				n, err := bp.RelayRows(e.Client.pkt)
 				if err != nil {
-					return end, &ClientError{err}
+					if err = e.Client.wfail(err); err != nil {
+						return end, err
+					}
 				}
 				end.rows += n
 			}

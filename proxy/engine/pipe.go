@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"errors"
+	"time"
+	"unsafe"
+
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+)
+
+// piped runs a COM_QUERY on a pipelined connection (backend.Pipeline)
+// when the session and the node's pool allow it. done false: nothing was
+// sent (or a read failed before its answer came and may run again), run
+// it the usual way.
+func (e *Engine) piped(n *backend.Node, raw []byte, sql *string, p Purpose, retriable bool) (done bool, err error) {
+	var q []byte
+	if sql != nil {
+		q = unsafe.Slice(unsafe.StringData(*sql), len(*sql)) // read only
+	} else {
+		q = raw[1:]
+	}
+	e.Trace.WaitStart()
+	t := e.Conns.Pipe(n, p, q)
+	if t == nil {
+		return false, nil
+	}
+	e.Trace.Piped(t)
+	bc, err := t.Wait()
+	var res Result
+	keep := false
+	if err == nil {
+		start := time.Now()
+		e.Client.Drain(true)
+		res, err = e.Relay(bc, false, nil)
+		gone := e.Client.Drain(false)
+		bc.Pool().Observe(time.Since(start), err != nil || res.Err != nil)
+		// A statement that left state behind after all (a stored
+		// function that sets a variable, say) ends the pipe's sharing.
+		keep = err == nil && bc.Answered() && bc.Status&(wire.StatusInTrans|wire.StatusSessionStateChange) == 0 && len(res.Tracked) == 0
+		t.Done(err, keep)
+		if err == nil {
+			err = gone
+		}
+	} else {
+		t.Done(nil, true)
+	}
+	e.Trace.Piped(nil)
+	if err == nil {
+		if res.Err != nil {
+			return true, res.Err
+		}
+		return true, nil
+	}
+	var ce *ClientError
+	if errors.As(err, &ce) {
+		return true, err
+	}
+	if retriable && !res.Started && backend.KindOf(err) == backend.KindLost && !e.Trace.Killed() && !backend.IsFrozen(err) {
+		e.Trace.Retry()
+		return false, nil // nothing of it reached the client: once more, the usual way
+	}
+	if e.Trace.Killed() {
+		err = Errorf(KindKilled, "Query execution was interrupted (connection killed)")
+	}
+	return true, e.Fail(err)
+}
