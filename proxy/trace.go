@@ -40,7 +40,7 @@ type trace struct {
 	// proc.mu): KILL QUERY and the time limit stop it on each.
 	conns  []*backend.Conn
 	turn   *backend.Turn // the statement's place on a pipelined connection (under proc.mu)
-	noKill bool // Committing was called (under proc.mu)
+	noKill bool          // Committing was called (under proc.mu)
 	// deadline is the statement's time limit (zero: none); timedOut is
 	// set once keyshard stopped it there; limit and mariaDB make the
 	// error then (timeoutError).

@@ -24,7 +24,7 @@ type Tracer interface {
 	// Piped: the statement is in flight on a pipelined connection as t
 	// (nil: no longer), which a KILL QUERY goes through.
 	Piped(t *backend.Turn)
-	Killed() bool             // the session was killed
+	Killed() bool // the session was killed
 	// Released: bc goes back to its pool, no longer the statement's.
 	Released(bc *backend.Conn)
 	// Committing: the statement's own commit starts (keyshard's COMMIT
