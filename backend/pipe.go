@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"runtime"
@@ -209,7 +210,12 @@ func (t *Turn) Wait() (*Conn, error) {
 	<-t.ready
 	pp := t.p
 	if pp.err != nil {
-		return nil, pp.bc.errorf(KindLost, pp.err, "the pipelined connection failed before this statement's answer came")
+		cause := pp.err
+		var be *Error
+		if errors.As(cause, &be) && be.Err != nil {
+			cause = be.Err
+		}
+		return nil, pp.bc.errorf(KindLost, cause, "the connection this statement was pipelined on failed before its answer came")
 	}
 	pp.bc.pkt.Seq = 1
 	pp.bc.ClearAnswered()
@@ -342,23 +348,14 @@ func (pp *pipe) kill(t *Turn) {
 	}
 }
 
-// PipelineStats are a pool's pipelined connections and statements.
-type PipelineStats struct {
-	Conns, InFlight int   // now
-	Joined          int64 // statements that joined a pipe another had opened
-}
-
-// PipelineStats returns the pool's pipelines now.
-func (p *Pool) PipelineStats() PipelineStats {
+// pipelines counts the pool's pipelined connections now.
+func (p *Pool) pipelines() int64 {
 	ps := &p.pipes
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	s := PipelineStats{Joined: p.pipelined.Load()}
+	n := 0
 	for _, list := range ps.m {
-		for _, pp := range list {
-			s.Conns++
-			s.InFlight += len(pp.queue)
-		}
+		n += len(list)
 	}
-	return s
+	return int64(n)
 }

@@ -100,13 +100,17 @@ type PoolStats struct {
 	// Statements prepared on the backend by keyshard, and those still
 	// open there (closed on cache eviction or with their connection).
 	StmtPrepares, StmtsOpen int64
+	// Pipelines: pipelined connections now; Pipelined: statements that
+	// joined one with others in flight (see Pipeline).
+	Pipelines, Pipelined int64
 }
 
 // Add sums two pools' stats.
 func (a PoolStats) Add(b PoolStats) PoolStats {
 	return PoolStats{Open: a.Open + b.Open, InUse: a.InUse + b.InUse, Idle: a.Idle + b.Idle, Waits: a.Waits + b.Waits,
 		WaitTime: a.WaitTime + b.WaitTime, Timeouts: a.Timeouts + b.Timeouts, DialErrors: a.DialErrors + b.DialErrors,
-		Dials: a.Dials + b.Dials, Closed: a.Closed + b.Closed, StmtPrepares: a.StmtPrepares + b.StmtPrepares, StmtsOpen: a.StmtsOpen + b.StmtsOpen}
+		Dials: a.Dials + b.Dials, Closed: a.Closed + b.Closed, StmtPrepares: a.StmtPrepares + b.StmtPrepares, StmtsOpen: a.StmtsOpen + b.StmtsOpen,
+		Pipelines: a.Pipelines + b.Pipelines, Pipelined: a.Pipelined + b.Pipelined}
 }
 
 // Pool is a bounded pool of connections to one backend server.
@@ -561,6 +565,7 @@ func (p *Pool) Stats() PoolStats {
 		Timeouts: p.timeouts.Load(), DialErrors: p.dialErrors.Load(),
 		Dials: p.dials.Load(), Closed: p.closedN.Load(),
 		StmtPrepares: p.stmtPrepares.Load(), StmtsOpen: p.stmtsOpen.Load(),
+		Pipelines: p.pipelines(), Pipelined: p.pipelined.Load(),
 	}
 }
 

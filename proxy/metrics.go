@@ -232,6 +232,8 @@ var (
 	descPoolDErr  = prometheus.NewDesc("keyshard_pool_dial_errors_total", "Backend connection attempts that failed.", poolLabels, nil)
 	descPoolStmts = prometheus.NewDesc("keyshard_pool_prepared_statements", "Statements keyshard holds prepared on the backend (bounded by connections x stmt_cache_size).", poolLabels, nil)
 	descPoolPreps = prometheus.NewDesc("keyshard_pool_prepares_total", "Statements prepared on the backend.", poolLabels, nil)
+	descPoolPipes = prometheus.NewDesc("keyshard_pool_pipelines", "Backend connections with pipelined statements in flight (backend_pipeline_depth).", poolLabels, nil)
+	descPoolPiped = prometheus.NewDesc("keyshard_pool_pipelined_total", "Statements sent on a backend connection while another session's was in flight there (backend_pipeline_depth).", poolLabels, nil)
 
 	descBackendState = prometheus.NewDesc("keyshard_backend_state", "Backend state from its health checks: 0 up, 1 down, 2 lagging (a replica behind max_replication_lag).", serverLabels, nil)
 	descBackendLag   = prometheus.NewDesc("keyshard_backend_replication_lag_seconds", "Replication lag of a replica at its last check (-1: replication not running; 0 for a master).", serverLabels, nil)
@@ -241,7 +243,7 @@ var (
 )
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPoolOpen, descPoolInUse, descPoolIdle, descPoolWaits, descPoolWait, descPoolTO, descPoolDial, descPoolDErr, descPoolStmts, descPoolPreps,
+	for _, d := range []*prometheus.Desc{descPoolOpen, descPoolInUse, descPoolIdle, descPoolWaits, descPoolWait, descPoolTO, descPoolDial, descPoolDErr, descPoolStmts, descPoolPreps, descPoolPipes, descPoolPiped,
 		descBackendState, descBackendLag, descBackendStmts, descBackendErrs, descBackendTime} {
 		ch <- d
 	}
@@ -286,6 +288,8 @@ func (c *poolCollector) collectPool(ch chan<- prometheus.Metric, l []string, st 
 	ch <- prometheus.MustNewConstMetric(descPoolDErr, prometheus.CounterValue, float64(st.DialErrors), l...)
 	ch <- prometheus.MustNewConstMetric(descPoolStmts, prometheus.GaugeValue, float64(st.StmtsOpen), l...)
 	ch <- prometheus.MustNewConstMetric(descPoolPreps, prometheus.CounterValue, float64(st.StmtPrepares), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolPipes, prometheus.GaugeValue, float64(st.Pipelines), l...)
+	ch <- prometheus.MustNewConstMetric(descPoolPiped, prometheus.CounterValue, float64(st.Pipelined), l...)
 }
 
 // collectBackend reads the state and statement counts of a server of node

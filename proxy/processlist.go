@@ -130,6 +130,10 @@ func (s *Session) process(now time.Time, full bool) Process {
 		pr.Info = strings.Clone(pr.Info)
 		pr.Nodes = slices.Clone(s.tr.nodes)
 	}
+	piped := ""
+	if s.tr.turn != nil {
+		piped = s.tr.turn.Node()
+	}
 	p.mu.Unlock()
 	if pr.Nodes == nil {
 		pr.Nodes = []string{}
@@ -149,6 +153,8 @@ func (s *Session) process(now time.Time, full bool) Process {
 		pr.State = "backend"
 		if bc := s.tr.cur.Load(); bc != nil {
 			pr.State = "backend " + bc.Node()
+		} else if piped != "" {
+			pr.State = "backend " + piped + " (pipelined)"
 		}
 	case procSending:
 		pr.State = "sending data"
