@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -839,7 +840,7 @@ func TestConfigMarshals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), "master: 127.0.0.1:3307") || strings.Contains(string(b), "line") {
+	if !strings.Contains(string(b), "master: 127.0.0.1:3307") || regexp.MustCompile(`(?m)^\s*-?\s*line:`).Match(b) {
 		t.Fatalf("encoded config:\n%s", b)
 	}
 }

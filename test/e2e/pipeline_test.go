@@ -46,9 +46,11 @@ func TestPipelineIsolation(t *testing.T) {
 	// Session states: each group of readers sets one thing its own way.
 	groups := []struct {
 		name, set string
-		check    func(sqlMode, tz, charset, db string) bool
+		check     func(sqlMode, tz, charset, db string) bool
 	}{
-		{"default", "", func(m, tz, cs, d string) bool { return m != "ANSI_QUOTES" && tz == "SYSTEM" && cs == "utf8mb4" && d == "ks_test" }},
+		{"default", "", func(m, tz, cs, d string) bool {
+			return m != "ANSI_QUOTES" && tz == "SYSTEM" && cs == "utf8mb4" && d == "ks_test"
+		}},
 		{"sql_mode", "SET SESSION sql_mode = 'ANSI_QUOTES'", func(m, tz, cs, d string) bool { return m == "ANSI_QUOTES" && tz == "SYSTEM" && d == "ks_test" }},
 		{"time_zone", "SET time_zone = '+05:00'", func(m, tz, cs, d string) bool { return m != "ANSI_QUOTES" && tz == "+05:00" && d == "ks_test" }},
 		{"names", "SET NAMES latin1", func(m, tz, cs, d string) bool { return cs == "latin1" && tz == "SYSTEM" && d == "ks_test" }},
