@@ -35,9 +35,12 @@ import (
 // to the next. A pipe exists while statements are in flight; the last
 // one out gives the connection back to its pool.
 //
-// A statement joins a pipe only when pipeConns pipes of its state exist
-// already, and then the least busy one. Bounds: at most
-// Options.PipelineDepth statements are in flight on a pipe; a pipe whose head has waited longer than pipeStall takes no more
+// A statement joins the least busy pipe of its state that takes it, and
+// opens a new one only when none does. (Measured on 2 CPUs, see
+// bench/RESULTS.md: sharing at once cost nothing at 4 clients and saved
+// the most at 16 and 64; opening 4 pipes before sharing saved little.)
+// Bounds: at most Options.PipelineDepth statements are in flight on a
+// pipe; a pipe whose head has waited longer than pipeStall takes no more
 // (a slow statement holds up at most the depth behind it); and two
 // statements of the same text are never in flight on one pipe, so that a
 // KILL QUERY can find exactly the one meant (Turn.Kill).
@@ -46,11 +49,6 @@ import (
 // answer takes no new statements.
 const pipeStall = 10 * time.Millisecond
 
-// pipeConns: statements of one backend state share connections only once
-// this many carry them. A light load keeps a connection per statement
-// (the server runs them in parallel, none waits behind another); under a
-// heavier one, the statements spread over the least busy pipes.
-const pipeConns = 4
 
 // pipeKey is what must be the same for two sessions' statements to share
 // a connection.
@@ -109,19 +107,16 @@ func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db st
 	t := &Turn{sql: sql, hash: maphash.Bytes(ps.seed, sql), ready: make(chan struct{}, 1)}
 	now := time.Now()
 	ps.mu.Lock()
-	if list := ps.m[key]; len(list) >= pipeConns {
-		// The least busy pipe that takes it.
-		var best *pipe
-		for _, pp := range list {
-			if pp.takes(t, depth, now) && (best == nil || len(pp.queue) < len(best.queue)) {
-				best = pp
-			}
+	var best *pipe // the least busy pipe that takes it
+	for _, pp := range ps.m[key] {
+		if pp.takes(t, depth, now) && (best == nil || len(pp.queue) < len(best.queue)) {
+			best = pp
 		}
-		if best != nil {
-			p.pipelined.Add(1)
-			best.send(t, now) // unlocks
-			return t
-		}
+	}
+	if best != nil {
+		p.pipelined.Add(1)
+		best.send(t, now) // unlocks
+		return t
 	}
 	ps.mu.Unlock()
 
