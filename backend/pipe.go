@@ -49,7 +49,6 @@ import (
 // answer takes no new statements.
 const pipeStall = 10 * time.Millisecond
 
-
 // pipeKey is what must be the same for two sessions' statements to share
 // a connection.
 type pipeKey struct {
