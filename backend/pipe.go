@@ -3,7 +3,6 @@ package backend
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/maphash"
 	"runtime"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
-	"github.com/keyshard/keyshard/backend/wire"
 )
 
 // Pipelined connections. A MariaDB or MySQL server reads the commands of
@@ -49,6 +47,18 @@ import (
 // answer takes no new statements.
 const pipeStall = 10 * time.Millisecond
 
+// pipeMaxSQL bounds a pipelined statement's text and pipeMaxOut the
+// commands a pipe has not written yet: what is written stays well below
+// the server's socket buffer, so a write never waits for the server to
+// read, which it does not while it sends a big answer nobody reads yet
+// (the writer may be the head, whose answer that is). The server's
+// process list also keeps such a statement's text whole (KILL finds it
+// there).
+const (
+	pipeMaxSQL = 16 << 10
+	pipeMaxOut = 32 << 10
+)
+
 // pipeKey is what must be the same for two sessions' statements to share
 // a connection.
 type pipeKey struct {
@@ -74,6 +84,7 @@ type pipe struct {
 	// out: commands not written yet; spare: the other buffer.
 	out, spare []byte
 	writing    bool      // a joiner is writing (it writes what is queued)
+	killing    bool      // a KILL looks for its statement: none joins meanwhile
 	headAt     time.Time // when queue[0] got the turn
 	err        error     // the connection failed: every turn left gets it
 	closed     bool      // takes no new statements
@@ -92,14 +103,18 @@ type Turn struct {
 
 // Pipeline sends COM_QUERY sql on a connection it shares with other
 // sessions of the same backend state (db, multi-statements, st, flavor
-// f), with autocommit on, and returns the statement's turn; nil when
-// pipelining is off or no connection could be had (the caller then runs
-// the statement the usual way, which reports why). Wait, then Done, must
-// follow.
-func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db string, multi bool, st *State, sql []byte) *Turn {
+// f), with autocommit on, and returns the statement's turn; nil, nil
+// when it is not to be pipelined (pipelining off, a server other than
+// MariaDB, a long statement, a connection that could not be synced: the
+// caller runs it the usual way); an error when no connection could be
+// had. Wait, then Done, must follow a turn.
+func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db string, multi bool, st *State, sql []byte) (*Turn, error) {
 	depth := p.opts.PipelineDepth
-	if depth < 2 || len(sql)+1 >= wire.MaxPayload || p.Health() == Down {
-		return nil
+	// MariaDB only: a KILL QUERY there names the query (KILL QUERY ID);
+	// MySQL's names the connection, which may run another's statement
+	// by the time it arrives.
+	if depth < 2 || len(sql) > pipeMaxSQL || p.Health() == Down || !strings.Contains(p.ServerVersion(), "MariaDB") {
+		return nil, nil
 	}
 	key := pipeKey{flavor: f, db: db, multi: multi, state: st.Key()}
 	ps := &p.pipes
@@ -115,13 +130,13 @@ func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db st
 	if best != nil {
 		p.pipelined.Add(1)
 		best.send(t, now) // unlocks
-		return t
+		return t, nil
 	}
 	ps.mu.Unlock()
 
 	bc, err := p.GetBy(ctx, deadline, f)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	if err := bc.Sync(db, multi, true, st); err != nil || !bc.Autocommit() {
 		if bc.broken {
@@ -129,7 +144,7 @@ func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db st
 		} else {
 			p.Put(bc)
 		}
-		return nil
+		return nil, nil
 	}
 	pp := &pipe{pool: p, key: key, bc: bc}
 	ps.mu.Lock()
@@ -137,13 +152,13 @@ func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db st
 		ps.m = make(map[pipeKey][]*pipe)
 	}
 	ps.m[key] = append(ps.m[key], pp)
-	pp.send(t, now) // unlocks
-	return t
+	pp.send(t, time.Now()) // unlocks
+	return t, nil
 }
 
 // takes reports whether t may join pp (under the pipe lock).
 func (pp *pipe) takes(t *Turn, depth int, now time.Time) bool {
-	if pp.closed || len(pp.queue) >= depth || now.Sub(pp.headAt) > pipeStall {
+	if pp.closed || pp.killing || len(pp.queue) >= depth || now.Sub(pp.headAt) > pipeStall || len(pp.out)+len(t.sql) > pipeMaxOut {
 		return false
 	}
 	for _, q := range pp.queue {
@@ -182,13 +197,11 @@ func (pp *pipe) send(t *Turn, now time.Time) {
 	}
 	for len(pp.out) > 0 && pp.err == nil {
 		buf := pp.out
-		pp.out = pp.spare[:0]
+		pp.out, pp.spare = pp.spare[:0], nil
 		ps.mu.Unlock()
 		_, err := pp.bc.pkt.NetConn().Write(buf)
 		ps.mu.Lock()
-		if cap(buf) <= 64<<10 {
-			pp.spare = buf[:0]
-		}
+		pp.spare = buf[:0]
 		if err != nil {
 			pp.fail(pp.bc.errorf(KindLost, err, "sending a pipelined statement"))
 		}
@@ -205,7 +218,6 @@ func (pp *pipe) fail(err error) {
 	if pp.err == nil {
 		pp.err = err
 		pp.closed = true
-		pp.bc.MarkLost()
 		_ = pp.bc.pkt.Close() // a turn waiting for an answer gets the error now
 	}
 }
@@ -217,8 +229,12 @@ func (pp *pipe) fail(err error) {
 func (t *Turn) Wait() (*Conn, error) {
 	<-t.ready
 	pp := t.p
-	if pp.err != nil {
-		cause := pp.err
+	ps := &pp.pool.pipes
+	ps.mu.Lock()
+	failed := pp.err
+	ps.mu.Unlock()
+	if failed != nil {
+		cause := failed
 		var be *Error
 		if errors.As(cause, &be) && be.Err != nil {
 			cause = be.Err
@@ -279,7 +295,10 @@ func (t *Turn) Done(err error, keep bool) {
 		ps.m[pp.key] = list
 	}
 	ps.mu.Unlock()
-	if pp.closed && pp.err == nil {
+	switch {
+	case pp.err != nil:
+		pp.bc.MarkLost() // its pool learns the server may be gone
+	case pp.closed:
 		pp.bc.MarkBroken()
 	}
 	pp.pool.Put(pp.bc)
@@ -306,50 +325,49 @@ func (t *Turn) Kill() {
 	}
 }
 
-// kill finds t's query on the server and kills it; it tries again for a
-// while when the server has not started it yet (the command may still be
-// on its way).
+// kill finds t's query on the server and kills it (KILL QUERY ID); it
+// tries again for a while when the server has not started it yet (the
+// command may still be on its way). Meanwhile the pipe takes no new
+// statement, so none of the same text can join and be found instead.
 func (pp *pipe) kill(t *Turn) {
 	ps := &pp.pool.pipes
 	ps.mu.Lock()
-	if t.done {
+	if t.done || pp.killing {
 		ps.mu.Unlock()
 		return
 	}
+	pp.killing = true
 	sql := string(t.sql)
 	ps.mu.Unlock()
-	p := pp.pool
+	defer func() {
+		ps.mu.Lock()
+		pp.killing = false
+		ps.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	c, err := dial(ctx, p, DefaultFlavor)
+	c, err := dial(ctx, pp.pool, DefaultFlavor)
 	if err != nil {
 		return
 	}
 	defer c.close()
-	mariaDB := strings.Contains(strings.ToLower(c.version), "mariadb")
 	find := "SELECT QUERY_ID FROM information_schema.PROCESSLIST WHERE ID = " + itoa(int(pp.bc.threadID)) +
-		" AND INFO = " + Quote(sql)
-	if !mariaDB {
-		find = "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = " + itoa(int(pp.bc.threadID)) + " AND INFO = " + Quote(sql)
-	}
+		" AND INFO_BINARY = _binary" + Quote(sql)
 	for ctx.Err() == nil {
 		r, err := c.Exec(find)
 		if err != nil {
-			return
-		}
-		if len(r.Rows) > 0 && len(r.Rows[0]) > 0 && r.Rows[0][0] != nil {
-			id, _ := strconv.ParseUint(*r.Rows[0][0], 10, 64)
-			if mariaDB {
-				_, _ = c.Exec(fmt.Sprintf("KILL QUERY ID %d", id))
-			} else {
-				_, _ = c.Exec(fmt.Sprintf("KILL QUERY %d", id))
-			}
 			return
 		}
 		ps.mu.Lock()
 		done := t.done
 		ps.mu.Unlock()
 		if done {
+			return
+		}
+		if len(r.Rows) > 0 && len(r.Rows[0]) > 0 && r.Rows[0][0] != nil {
+			if id, err := strconv.ParseUint(*r.Rows[0][0], 10, 64); err == nil && id > 0 {
+				_, _ = c.Exec("KILL QUERY ID " + strconv.FormatUint(id, 10))
+			}
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

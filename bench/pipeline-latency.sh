@@ -25,7 +25,6 @@ if [[ -z ${KS_BIN:-} ]]; then
 	KS_BIN=$WORK/keyshard
 fi
 PIDS=()
-trap 'kill -TERM "${PIDS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 for arm in "19710 1" "19711 $DEPTH"; do
 	read -r port d <<<"$arm"
 	{ one_node_yaml "127.0.0.1:$port"; echo "backend_pipeline_depth: $d"; } >"$WORK/ks$port.yaml"

@@ -35,16 +35,15 @@ func Retriable(info Info) bool {
 
 // Pipelinable reports whether a text statement classified as info may
 // share a backend connection with other sessions' statements in flight
-// (backend.Pipeline): a single SELECT or INSERT, UPDATE, DELETE, REPLACE
-// that leaves no state on the connection and whose answer needs no
-// follow-up there (FOUND_ROWS(), LAST_INSERT_ID() rewrites, locking
-// reads, sequences and lock functions).
+// (backend.Pipeline): a single SELECT that takes no locks, leaves no
+// state on the connection and whose answer needs no follow-up there
+// (FOUND_ROWS(), LAST_INSERT_ID() rewrites, locking reads, sequences and
+// lock functions). Writes are not: one waiting for a row lock (up to
+// innodb_lock_wait_timeout) would hold up the statements behind it, and
+// those may be what ends the lock holder's transaction.
 func Pipelinable(info Info) bool {
-	switch info.Kind {
-	case KindSelect, KindInsert, KindUpdate, KindDelete, KindReplace:
-		return info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagSessionFunc|FlagMasterOnly|FlagTemporary|FlagCalcFoundRows|FlagKill) == 0
-	}
-	return false
+	return info.Kind == KindSelect &&
+		info.Flags&(FlagMulti|FlagGetLock|FlagUserVar|FlagSessionFunc|FlagMasterOnly|FlagTemporary|FlagCalcFoundRows|FlagKill) == 0
 }
 
 // Writes reports whether a statement may change data on the master, so

@@ -61,8 +61,9 @@ type Conns interface {
 	// connection, on node n (nil: the default node) for purpose p (Write
 	// or Read) on a pipelined connection, if the session may (autocommit,
 	// nothing pinned or pending, no time limit) and the node's pool
-	// pipelines; nil: run it the usual way.
-	Pipe(n *backend.Node, p Purpose, sql []byte) *backend.Turn
+	// pipelines; nil, nil: run it the usual way; an error: no connection
+	// could be had.
+	Pipe(n *backend.Node, p Purpose, sql []byte) (*backend.Turn, error)
 }
 
 // Last holds what the session's last statement reports through

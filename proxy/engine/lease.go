@@ -323,22 +323,22 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 // Pipe: see Conns. The session must hold nothing on a connection of its
 // own: no transaction, open or deferred, autocommit on, nothing pinned,
 // no statement time limit (its KILL would need the connection alone).
-func (l *Lease) Pipe(n *backend.Node, p Purpose, sql []byte) *backend.Turn {
+func (l *Lease) Pipe(n *backend.Node, p Purpose, sql []byte) (*backend.Turn, error) {
 	if l.pinned != nil || l.txBegin != "" || l.sticky != "" || l.lockTables || l.cursors > 0 || !l.Vars.Autocommit ||
 		!l.Deadline.IsZero() || l.meta != nil || len(l.acOn) > 0 || len(l.branches) > 0 {
-		return nil
+		return nil, nil
 	}
 	if n == nil {
 		n = l.Default
 	}
 	if n == nil {
-		return nil
+		return nil, nil
 	}
 	pool := n.Master
 	if p&Read != 0 {
 		rp, err := l.readPool(n, nil)
 		if err != nil {
-			return nil // the usual way says why
+			return nil, nil // the usual way says why
 		}
 		if rp != nil {
 			pool = rp

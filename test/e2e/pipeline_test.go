@@ -66,6 +66,7 @@ func TestPipelineIsolation(t *testing.T) {
 		}
 	}
 	before := mustMetric(t, p, "keyshard_pool_pipelined_total", "node1")
+	dials := mustMetric(t, p, "keyshard_pool_dials_total", "node1")
 
 	ctx := context.Background()
 	stop := time.Now().Add(2 * time.Second)
@@ -144,6 +145,11 @@ func TestPipelineIsolation(t *testing.T) {
 		if n != acked[w] {
 			t.Errorf("writer %d: %d rows, %d inserts acknowledged", w, n, acked[w])
 		}
+	}
+	// An error answer leaves the connection shared (autocommit: no
+	// transaction); a few dials are the pool growing, not one per error.
+	if d := mustMetric(t, p, "keyshard_pool_dials_total", "node1") - dials; d > 32 {
+		t.Errorf("%v backend connections opened during the run: errors discard pipelined connections", d)
 	}
 	within(t, 5*time.Second, "no pipelined connection left", func() bool {
 		return mustMetric(t, p, "keyshard_pool_pipelines", "node1") == 0
@@ -270,17 +276,15 @@ func processState(t *testing.T, c *sql.Conn, id uint32) string {
 // TestPipelineBackendDies kills the server under clients whose statements
 // are in flight on pipelined connections (more clients than the node has
 // connections): each gets a clear error naming the node, no client hangs,
-// and each session goes on once the server is back. Half of the clients
-// write (never run again on another connection, so they see the lost
-// pipelined connection itself); reads may run again and then find the
-// server refusing connections.
+// and each session goes on once the server is back. A read that got no
+// byte of its answer runs again the usual way and finds the server
+// refusing connections; one whose answer had started gets the lost
+// connection.
 func TestPipelineBackendDies(t *testing.T) {
 	p := startProxy(t, pipeYAML())
 	t.Cleanup(func() { _, _ = backends("start", fmt.Sprint(downPort)) })
 	db := p.open(t, "other:other", "", "")
 	db.SetMaxOpenConns(20)
-	mustExec(t, db, "CREATE DATABASE IF NOT EXISTS ks_pipe")
-	mustExec(t, db, "CREATE TABLE IF NOT EXISTS ks_pipe.d (id INT AUTO_INCREMENT PRIMARY KEY, c INT, k INT)")
 	conns := pipeConns(t, db, 12) // node3 has 4 connections
 	ctx := context.Background()
 	before := mustMetric(t, p, "keyshard_pool_pipelined_total", "node3")
@@ -291,17 +295,12 @@ func TestPipelineBackendDies(t *testing.T) {
 		wg.Go(func() {
 			for k := 0; ; k++ {
 				qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-				var err error
-				if i%2 == 0 {
-					_, err = c.ExecContext(qctx, fmt.Sprintf("INSERT INTO ks_pipe.d (c, k) SELECT %d, %d FROM DUAL WHERE SLEEP(0.004) = 0", i, k))
-				} else {
-					var slept int
-					var got string
-					marker := fmt.Sprintf("c%d-%d", i, k)
-					err = c.QueryRowContext(qctx, "SELECT SLEEP(0.004), '"+marker+"'").Scan(&slept, &got)
-					if err == nil && got != marker {
-						err = fmt.Errorf("got the answer for %s", got)
-					}
+				var slept int
+				var got string
+				marker := fmt.Sprintf("c%d-%d", i, k)
+				err := c.QueryRowContext(qctx, "SELECT SLEEP(0.004), '"+marker+"'").Scan(&slept, &got)
+				if err == nil && got != marker {
+					err = fmt.Errorf("got the answer for %s", got)
 				}
 				cancel()
 				if err != nil {
@@ -318,7 +317,6 @@ func TestPipelineBackendDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	lost := 0
 	for i, err := range errs {
 		var me *gomysql.MySQLError
 		switch {
@@ -327,14 +325,8 @@ func TestPipelineBackendDies(t *testing.T) {
 		case !strings.Contains(me.Message, "node3"):
 			t.Errorf("client %d: %d %q does not name the node", i, me.Number, me.Message)
 		default:
-			if !strings.Contains(me.Message, "cannot connect") {
-				lost++
-			}
 			t.Logf("client %d: %d %s", i, me.Number, me.Message)
 		}
-	}
-	if lost < 2 {
-		t.Errorf("%d clients saw their statement lost in flight, want several", lost)
 	}
 	if out, err := backends("start", fmt.Sprint(downPort)); err != nil {
 		t.Fatalf("restart: %v\n%s", err, out)
