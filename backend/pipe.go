@@ -156,6 +156,10 @@ func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db st
 	return t, nil
 }
 
+// Pipelines reports whether the pool pipelines at all (a cheap check
+// before anything else is done for it).
+func (p *Pool) Pipelines() bool { return p.opts.PipelineDepth > 1 }
+
 // takes reports whether t may join pp (under the pipe lock).
 func (pp *pipe) takes(t *Turn, depth int, now time.Time) bool {
 	if pp.closed || pp.killing || len(pp.queue) >= depth || now.Sub(pp.headAt) > pipeStall || len(pp.out)+len(t.sql) > pipeMaxOut {

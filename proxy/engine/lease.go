@@ -331,8 +331,8 @@ func (l *Lease) Pipe(n *backend.Node, p Purpose, sql []byte) (*backend.Turn, err
 	if n == nil {
 		n = l.Default
 	}
-	if n == nil {
-		return nil, nil
+	if n == nil || !n.Master.Pipelines() {
+		return nil, nil // off (the default): nothing more done for it
 	}
 	pool := n.Master
 	if p&Read != 0 {
@@ -344,6 +344,7 @@ func (l *Lease) Pipe(n *backend.Node, p Purpose, sql []byte) (*backend.Turn, err
 			pool = rp
 		}
 	}
+	l.Trace.WaitStart()
 	return pool.Pipeline(l.Ctx, l.Deadline, backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB), l.Vars.DB, l.Vars.Multi, l.Vars.State, sql)
 }
 

@@ -23,7 +23,6 @@ func (e *Engine) piped(n *backend.Node, raw []byte, sql *string, p Purpose, retr
 	} else {
 		q = raw[1:]
 	}
-	e.Trace.WaitStart()
 	t, err := e.Conns.Pipe(n, p, q)
 	if err != nil {
 		return true, e.Fail(err)
