@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend/sock"
 	"github.com/keyshard/keyshard/backend/wire"
 )
 
@@ -120,6 +121,7 @@ func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(o.NoDelay)
 	}
+	nc = sock.Wrap(nc)
 	if o.Silence > 0 {
 		nc = &watchConn{Conn: nc, pool: p}
 	}

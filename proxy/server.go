@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/sock"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
@@ -419,6 +420,7 @@ func (s *Server) handle(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(boolOr(cfg.TCPNoDelay, true))
 	}
+	nc = sock.Wrap(nc)
 	id := s.nextID.Add(1)
 	sess := newSession(s, snap, id, nc)
 	host, _, _ := net.SplitHostPort(nc.RemoteAddr().String())
