@@ -4,12 +4,12 @@
 #
 #   bench/run.sh [--workloads=LIST] [--threads=LIST] [--time=S] [--rounds=N]
 #                [--skip-big] [--ks-bin=PATH] [--out=FILE] [--down] [--self-test]
-#                [--ref=haproxy|none]
+#                [--ref=haproxy|none] [--pipe=DEPTH]
 #
 # Every option can also be given as an environment variable (WORKLOADS,
 # THREADS, TIME, ROUNDS, SKIP_BIG=1, SKIP_SHARD=1, SHARD_THREADS, SKIP_PS=1, SKIP_MERGE=1,
-# PS_WORKLOADS, PS_THREADS, KS_BIN, OUT, REF, KS_EXTRA (ks.yaml lines to add,
-# e.g. KS_EXTRA='digest_size: 0'),
+# PS_WORKLOADS, PS_THREADS, KS_BIN, OUT, REF, PIPE, KS_EXTRA (ks.yaml lines to
+# add, e.g. KS_EXTRA='digest_size: 0'),
 # DOWN=1, SELF_TEST=1);
 # flags win over the environment.
 set -euo pipefail
@@ -40,6 +40,10 @@ SELF_TEST=${SELF_TEST:-0}
 # parsing, no pooling). none skips it.
 REF=${REF:-haproxy}
 REF_ADDR=${REF_ADDR:-127.0.0.1:19698}
+# PIPE=N (N >= 2) adds an arm to the OLTP runs: a second keyshard, the same
+# ks.yaml plus backend_pipeline_depth: N, in the same rounds. 0 or 1 skips it.
+PIPE=${PIPE:-8}
+PIPE_ADDR=${PIPE_ADDR:-127.0.0.1:19699}
 TABLE_SIZE=${TABLE_SIZE:-10000}
 BIG_ROWS=${BIG_ROWS:-1000000}
 DIRECT_PORT=${DIRECT_PORT:-23400}
@@ -81,11 +85,16 @@ while (($#)); do
 	--down) DOWN=$val ;;
 	--self-test) SELF_TEST=$val ;;
 	--ref) REF=$val ;;
+	--pipe) PIPE=$val ;;
 	*) usage ;;
 	esac
 done
 WORKLOADS=${WORKLOADS//,/ }
 THREADS=${THREADS//,/ }
+[[ $PIPE =~ ^[0-9]+$ ]] || {
+	echo "bench: PIPE must be a depth (0 or 1: no pipelined arm), got '$PIPE'" >&2
+	exit 2
+}
 for v in TIME ROUNDS TABLE_SIZE BIG_ROWS DIRECT_PORT; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || {
 		echo "bench: $v must be a positive integer, got '${!v}'" >&2
@@ -110,7 +119,6 @@ done
 [[ -z $OUT || $OUT == /* ]] || OUT=$CALLER_DIR/$OUT
 [[ -z $KS_BIN || $KS_BIN == /* ]] || KS_BIN=$CALLER_DIR/$KS_BIN
 
-KS_HOST=${KS_ADDR%:*}
 KS_PORT=${KS_ADDR##*:}
 if [[ $SELF_TEST == 1 ]]; then
 	# Both sides direct: checks the script and shows the noise floor (the
@@ -124,6 +132,7 @@ fi
 
 WORK=$(mktemp -d /tmp/keyshard-bench-run.XXXXXX)
 KS_PID=
+PIPE_PID=
 REF_PID=
 FAILED=0
 CLK_TCK=$(getconf CLK_TCK)
@@ -140,15 +149,16 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	arm_kill
-	if [[ -n $KS_PID ]] && kill -0 "$KS_PID" 2>/dev/null; then
-		kill -TERM "$KS_PID" 2>/dev/null || true
+	for pid in $KS_PID $PIPE_PID; do
+		kill -0 "$pid" 2>/dev/null || continue
+		kill -TERM "$pid" 2>/dev/null || true
 		for _ in $(seq 50); do
-			kill -0 "$KS_PID" 2>/dev/null || break
+			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.2
 		done
-		kill -KILL "$KS_PID" 2>/dev/null || true
-		wait "$KS_PID" 2>/dev/null || true
-	fi
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 	if [[ -n $REF_PID ]]; then
 		kill -TERM "$REF_PID" 2>/dev/null || true
 	fi
@@ -166,12 +176,31 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# ks_alive [PID LOG]: dies if that keyshard (the main one by default) is gone.
 ks_alive() {
 	[[ $SELF_TEST == 1 ]] && return 0
-	kill -0 "$KS_PID" 2>/dev/null && return 0
-	log "keyshard (pid $KS_PID) died; last log lines:"
-	tail -n 30 "$WORK/keyshard.log" >&2 || true
+	local pid=${1:-$KS_PID} logf=${2:-$WORK/keyshard.log}
+	kill -0 "$pid" 2>/dev/null && return 0
+	log "keyshard (pid $pid) died; last log lines:"
+	tail -n 30 "$logf" >&2 || true
 	die "keyshard is gone"
+}
+
+# start_ks YAML LOG ADDR: starts keyshard, waits until it serves on ADDR and
+# sets STARTED_PID.
+start_ks() {
+	local yaml=$1 logf=$2 addr=$3 deadline
+	if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+		die "$addr is already in use"
+	fi
+	"$KS_BIN" -config "$yaml" >"$logf" 2>&1 &
+	STARTED_PID=$!
+	deadline=$((SECONDS + 30))
+	until mysql_at "${addr##*:}" --connect-timeout=1 -e 'SELECT 1' >/dev/null 2>&1; do
+		ks_alive "$STARTED_PID" "$logf"
+		((SECONDS < deadline)) || die "keyshard not serving on $addr after 30s (log: $logf)"
+		sleep 0.2
+	done
 }
 
 # ---------------------------------------------------------------- setup
@@ -191,9 +220,6 @@ if [[ $SELF_TEST != 1 ]]; then
 		KS_BIN=$ROOT/bin/keyshard
 	fi
 	[[ -x $KS_BIN ]] || die "$KS_BIN is not an executable"
-	if (exec 3<>"/dev/tcp/$KS_HOST/$KS_PORT") 2>/dev/null; then
-		die "$KS_ADDR is already in use"
-	fi
 	cat >"$WORK/bench.yaml" <<EOF
 # Written by bench/run.sh: one unsharded node, everything goes to node1.
 addr: $KS_ADDR
@@ -239,15 +265,17 @@ schema_list:
 EOF
 	[[ -n $WEB_ADDR ]] || sed -i '/^web_addr:/d' "$WORK/bench.yaml"
 	[[ -z ${KS_EXTRA:-} ]] || printf '%s\n' "$KS_EXTRA" >>"$WORK/bench.yaml"
-	"$KS_BIN" -config "$WORK/bench.yaml" >"$WORK/keyshard.log" 2>&1 &
-	KS_PID=$!
-	deadline=$((SECONDS + 30))
-	until mysql_at "$KS_PORT" --connect-timeout=1 -e 'SELECT 1' >/dev/null 2>&1; do
-		ks_alive
-		((SECONDS < deadline)) || die "keyshard not serving on $KS_ADDR after 30s (log: $WORK/keyshard.log)"
-		sleep 0.2
-	done
+	start_ks "$WORK/bench.yaml" "$WORK/keyshard.log" "$KS_ADDR"
+	KS_PID=$STARTED_PID
 	log "keyshard pid $KS_PID on $KS_ADDR${WEB_ADDR:+ (pprof: http://bench:bench@$WEB_ADDR/debug/pprof/)}"
+	if ((PIPE > 1)); then
+		# The same ks.yaml, its own address, no web listener, pipelining on.
+		sed -e "s/^addr: .*/addr: $PIPE_ADDR/" -e '/^web_/d' -e '/^backend_pipeline_depth:/d' "$WORK/bench.yaml" >"$WORK/pipe.yaml"
+		echo "backend_pipeline_depth: $PIPE" >>"$WORK/pipe.yaml"
+		start_ks "$WORK/pipe.yaml" "$WORK/keyshard-pipe.log" "$PIPE_ADDR"
+		PIPE_PID=$STARTED_PID
+		log "keyshard pid $PIPE_PID on $PIPE_ADDR (backend_pipeline_depth: $PIPE)"
+	fi
 fi
 [[ $SELF_TEST != 1 ]] || REF=none
 
@@ -367,6 +395,24 @@ for wl in $WORKLOADS; do
 			cpu="n/a"
 			[[ $SELF_TEST == 1 ]] || cpu=$(printf %.1f "${ARM_CPU[ks.1]}")
 			log "$wl threads=$th round $r: $B_NAME $qps qps, p95 $p95 ms, proxy CPU $cpu us/query, syscalls ${ARM_SYS[ks.1]:--}/query"
+
+			if [[ -n $PIPE_PID ]]; then
+				ks_alive "$PIPE_PID" "$WORK/keyshard-pipe.log"
+				arm_start pipe "$MDB_PID" "$PIPE_PID"
+				if res=$(run_sysbench "${PIPE_ADDR##*:}" "$wl" "$th" "$WORK/$wl.$th.$r.pipelined.log"); then
+					read -r qps p95 total <<<"$res"
+					arm_stop pipe "$total"
+					costs pipe "$wl" "$th" xm x
+					add "$wl/$th/xq" "$qps"
+					add "$wl/$th/xp" "$p95"
+					add "$wl/$th/xn" 1
+					log "$wl threads=$th round $r: pipelined $qps qps, p95 $p95 ms, proxy CPU $(printf %.1f "${ARM_CPU[pipe.1]}") us/query, syscalls ${ARM_SYS[pipe.1]:--}/query"
+				else
+					arm_stop pipe 1
+					FAILED=1
+					ks_alive "$PIPE_PID" "$WORK/keyshard-pipe.log"
+				fi
+			fi
 
 			[[ $REF == haproxy ]] || continue
 			arm_start ref "$MDB_PID" "$REF_PID"
@@ -582,7 +628,7 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 	echo
 	echo "$(nproc) CPUs ($cpu_model), MariaDB $dbver, $(sysbench --version)." \
 		"sysbench --tables=1 --table-size=$TABLE_SIZE --db-ps-mode=disable, ${TIME}s per run," \
-		"$ROUNDS rounds alternating direct/keyshard$([[ $REF == haproxy ]] && echo /haproxy); means over rounds. Client, proxy and server share the machine."
+		"$ROUNDS rounds alternating direct/keyshard$([[ -n $PIPE_PID ]] && echo /pipelined)$([[ $REF == haproxy ]] && echo /haproxy); means over rounds. Client, proxy and server share the machine."
 	echo
 	echo "| workload | threads | direct QPS | keyshard QPS | keyshard/direct | direct p95 ms | keyshard p95 ms | proxy CPU µs/query |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -613,6 +659,23 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 			done
 		done
 	fi
+	if [[ -n $PIPE_PID ]]; then
+		echo
+		echo "The same runs through a second keyshard with backend_pipeline_depth: $PIPE (autocommit reads of sessions in the same state share backend connections), in the same rounds:"
+		echo
+		echo "| workload | threads | pipelined QPS | pipelined/direct | pipelined/keyshard | pipelined/haproxy | pipelined p95 ms | proxy CPU µs/query |"
+		echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+		for wl in $WORKLOADS; do
+			for th in $THREADS; do
+				dq=$(mean "$wl/$th/dq" "$wl/$th/dn" %.0f)
+				kq=$(mean "$wl/$th/kq" "$wl/$th/kn" %.0f)
+				rq=$(mean "$wl/$th/rq" "$wl/$th/rn" %.0f)
+				xq=$(mean "$wl/$th/xq" "$wl/$th/xn" %.0f)
+				echo "| ${wl#oltp_} | $th | $xq | $(ratio "$xq" "$dq") | $(ratio "$xq" "$kq") | $(ratio "$xq" "$rq") |" \
+					"$(mean "$wl/$th/xp" "$wl/$th/xn" %.2f) | $(mean "$wl/$th/c.x.cpu" "$wl/$th/c.x.n" %.0f) |"
+			done
+		done
+	fi
 	echo
 	echo "Per query in the same runs, for each arm: syscalls and context switches (perf stat, every thread)" \
 		"and CPU µs (/proc) of the proxy and of MariaDB. Fewer syscalls and wake-ups per query on both sides is what a proxy can win:"
@@ -621,9 +684,10 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 	echo "|---|---:|---|---:|---:|---:|---:|---:|---:|"
 	for wl in $WORKLOADS; do
 		for th in $THREADS; do
-			for arm in "direct::dm" "$B_NAME:k:km" "haproxy:r:rm"; do
+			for arm in "direct::dm" "$B_NAME:k:km" "pipelined:x:xm" "haproxy:r:rm"; do
 				IFS=: read -r name p m <<<"$arm"
 				[[ $name != haproxy || $REF == haproxy ]] || continue
+				[[ $name != pipelined || -n $PIPE_PID ]] || continue
 				row="| ${wl#oltp_} | $th | $name"
 				for k in "$p" "$m"; do
 					if [[ -z $k ]]; then
