@@ -166,6 +166,7 @@ func (s *Session) onTimeout() {
 // each server). proc.mu is held: none of them goes back to its pool, to
 // run someone else's statement, before its KILL is done.
 func (s *Session) killQueriesLocked() {
+	s.tr.stopped = true
 	if s.tr.turn != nil {
 		s.tr.turn.Kill() // on its pipelined connection, when its turn comes
 	}

@@ -41,6 +41,9 @@ type trace struct {
 	conns  []*backend.Conn
 	turn   *backend.Turn // the statement's place on a pipelined connection (under proc.mu)
 	noKill bool          // Committing was called (under proc.mu)
+	// stopped: a KILL QUERY or the time limit came for this statement
+	// (under proc.mu); a pipelined turn taken after it is killed too.
+	stopped bool
 	// deadline is the statement's time limit (zero: none); timedOut is
 	// set once keyshard stopped it there; limit and mariaDB make the
 	// error then (timeoutError).
@@ -68,9 +71,9 @@ func (t *trace) begin(start time.Time, written uint64) {
 	}
 	t.deadline = time.Time{}
 	t.timedOut.Store(false)
-	if t.noKill {
+	if t.noKill || t.stopped {
 		t.proc.mu.Lock()
-		t.noKill = false
+		t.noKill, t.stopped = false, false
 		t.proc.mu.Unlock()
 	}
 	t.entry, t.key, t.fetch, t.sql, t.cached = nil, "", false, "", false
@@ -119,6 +122,9 @@ func (t *trace) WaitDone(bc *backend.Conn) {
 func (t *trace) Piped(turn *backend.Turn) {
 	t.proc.mu.Lock()
 	t.turn = turn
+	if turn != nil && t.stopped {
+		turn.Kill() // the KILL came between joining the pipe and now
+	}
 	t.proc.mu.Unlock()
 	if turn != nil {
 		t.mark(digest.Wait)

@@ -347,7 +347,11 @@ func TestPipelineSlowStatement(t *testing.T) {
 	p := startProxy(t, baseYAML("%ADDR%")+fmt.Sprintf("backend_pipeline_depth: %d\n", depth))
 	db := p.open(t, "ks:ks", "ks_test", "")
 	db.SetMaxOpenConns(20)
-	conns := pipeConns(t, db, 11)
+	conns := pipeConns(t, db, 12)
+	watcher := conns[11]
+	conns = conns[:11]
+	slowID := connID(t, conns[0])
+	before := mustMetric(t, p, "keyshard_pool_pipelined_total", "node1")
 	ctx := context.Background()
 	stop := time.Now().Add(1500 * time.Millisecond)
 	var mu sync.Mutex
@@ -372,12 +376,27 @@ func TestPipelineSlowStatement(t *testing.T) {
 		})
 	}
 	time.Sleep(200 * time.Millisecond)
-	var slept int
-	if err := conns[0].QueryRowContext(ctx, "SELECT SLEEP(1)").Scan(&slept); err != nil {
+	slow := make(chan error, 1)
+	go func() {
+		var slept int
+		slow <- conns[0].QueryRowContext(ctx, "SELECT SLEEP(1)").Scan(&slept)
+	}()
+	// The bound below means something only if SLEEP(1) shared a connection.
+	piped := false
+	for end := time.Now().Add(800 * time.Millisecond); time.Now().Before(end) && !piped; {
+		piped = strings.Contains(processState(t, watcher, slowID), "(pipelined)")
+	}
+	if err := <-slow; err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
 	t.Logf("%d of %d statements waited behind SLEEP(1)", held, total)
+	if !piped {
+		t.Fatal("SELECT SLEEP(1) never showed as pipelined in the process list")
+	}
+	if after := mustMetric(t, p, "keyshard_pool_pipelined_total", "node1"); after <= before {
+		t.Fatalf("no statement was pipelined (keyshard_pool_pipelined_total %v -> %v)", before, after)
+	}
 	if held > depth-1 {
 		t.Fatalf("%d statements waited behind the slow one, want at most %d (the depth behind it)", held, depth-1)
 	}
