@@ -20,7 +20,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // maxRW caps one system call, as internal/poll does.
@@ -62,11 +61,11 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) > maxRW {
 		b = b[:maxRW]
 	}
-	var n uintptr
+	var n int
 	var errno syscall.Errno
 	err := c.rc.Read(func(fd uintptr) bool {
 		for {
-			n, _, errno = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			n, errno = sysRead(fd, b)
 			switch errno {
 			case syscall.EINTR:
 				continue
@@ -84,7 +83,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	case n == 0:
 		return 0, io.EOF
 	}
-	return int(n), nil
+	return n, nil
 }
 
 // Write writes all of b, like net.Conn.Write.
@@ -97,10 +96,10 @@ func (c *Conn) Write(b []byte) (int, error) {
 			if len(chunk) > maxRW {
 				chunk = chunk[:maxRW]
 			}
-			n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&chunk[0])), uintptr(len(chunk)))
+			n, e := sysWrite(fd, chunk)
 			switch e {
 			case 0:
-				done += int(n)
+				done += n
 			case syscall.EINTR:
 			case syscall.EAGAIN:
 				return false
