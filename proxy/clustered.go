@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,9 @@ type clusterLink struct {
 	// Under Server.reloadMu:
 	doc       []byte // the config document at configRev: admin changes rewrite it
 	configRev int64  // the document's etcd revision applied
+	blackDoc  []byte // the blacklist at blackRev, as stored
 	blackRev  int64  // the blacklist's etcd revision applied
+	failedDoc []byte // the document at failedRev
 	failedRev int64  // a newer revision that failed to apply (not retried until it changes)
 	rev       int64  // the store revision of the newest state applied or written: older reads are stale
 	cluster   uint64 // etcd's cluster id (another: etcd was replaced; start over)
@@ -62,11 +65,7 @@ type clusterLink struct {
 // document: it follows the document's changes and registers itself as a
 // member until Shutdown.
 func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Server, error) {
-	host, _ := os.Hostname()
-	l := &clusterLink{store: o.Store, version: o.Version, host: host, doc: o.State.Config,
-		configRev: o.State.ConfigRev, blackRev: o.State.BlacklistRev, applied: o.State.ConfigRev, at: time.Now(),
-		rev: o.State.Rev, cluster: o.State.Cluster,
-		update: make(chan struct{}, 1), left: make(chan struct{}), rewatch: make(chan int64, 1)}
+	l := newClusterLink(o)
 	black, err := parseBlacklist(o.State.Blacklist)
 	if err != nil {
 		o.Store.Close()
@@ -100,6 +99,15 @@ func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Serve
 	}()
 	go s.followStore(o.State.Rev)
 	return s, nil
+}
+
+// newClusterLink is the link of a server started on o.State.
+func newClusterLink(o ClusterOptions) *clusterLink {
+	host, _ := os.Hostname()
+	return &clusterLink{store: o.Store, version: o.Version, host: host, doc: o.State.Config,
+		configRev: o.State.ConfigRev, blackDoc: o.State.Blacklist, blackRev: o.State.BlacklistRev, applied: o.State.ConfigRev, at: time.Now(),
+		rev: o.State.Rev, cluster: o.State.Cluster,
+		update: make(chan struct{}, 1), left: make(chan struct{}), rewatch: make(chan int64, 1)}
 }
 
 // gauges are the link's metrics: whether etcd answers, the config
@@ -224,13 +232,13 @@ func (s *Server) syncStore(force bool) ([]string, error) {
 // newest revision this instance knew was before.
 func (s *Server) applyStoreLocked(st cluster.State, before int64, force bool) ([]string, error) {
 	l := s.link
-	if st.Cluster != l.cluster || st.Rev < before {
+	if why := l.replacedBy(st, before); why != "" {
 		// etcd was replaced (wiped, restored from a backup): its
-		// revisions start over. (A wiped etcd on the same addresses
-		// keeps its cluster id: its revision going back tells.)
+		// revisions start over.
 		s.log.Warn("cluster: etcd went back in time or is another cluster (wiped or restored?); following it from scratch",
-			zap.Uint64("cluster_was", l.cluster), zap.Uint64("cluster", st.Cluster), zap.Int64("revision_was", before),
-			zap.Int64("revision", st.Rev))
+			zap.String("why", why), zap.Uint64("cluster_was", l.cluster), zap.Uint64("cluster", st.Cluster),
+			zap.Int64("revision_was", before), zap.Int64("revision", st.Rev),
+			zap.Int64("config_revision_was", l.configRev), zap.Int64("config_revision", st.ConfigRev))
 		l.cluster, l.rev, l.configRev, l.failedRev, l.blackRev, l.resetRev = st.Cluster, 0, 0, 0, -1, st.Rev
 		select { // the newest reset only
 		case <-l.rewatch:
@@ -253,7 +261,7 @@ func (s *Server) applyStoreLocked(st cluster.State, before int64, force bool) ([
 			s.log.Warn("cluster: the shared blacklist was not applied", zap.Error(err))
 		} else {
 			s.black.Store(black)
-			l.blackRev = st.BlacklistRev
+			l.blackDoc, l.blackRev = st.Blacklist, st.BlacklistRev
 			s.log.Info("cluster: blacklist applied", zap.Int64("etcd_revision", st.BlacklistRev), zap.Int("entries", len(black.sqls)))
 		}
 	}
@@ -291,11 +299,49 @@ func (s *Server) applyDocLocked(doc []byte, rev int64, force bool) ([]string, er
 	}
 	l.noted(rev, err)
 	if err != nil {
-		l.failedRev = rev
+		l.failedDoc, l.failedRev = doc, rev
 		return warnings, err
 	}
-	l.doc, l.configRev, l.failedRev = doc, rev, 0
+	l.doc, l.configRev, l.failedDoc, l.failedRev = doc, rev, nil, 0
 	return warnings, nil
+}
+
+// replacedBy says what in st, read when the newest revision this instance
+// knew was before, shows that etcd is no longer the one it followed
+// (wiped, or restored from a backup): "" if nothing does.
+//
+// A wiped etcd on the same addresses keeps its cluster id, and its
+// revision going back tells only if this instance had seen more
+// revisions than the new etcd has made by the time it reads it: one that
+// started (or lagged) just before the wipe may not have. Then the
+// documents tell: in the history of one etcd a key's modification
+// revision never goes back, and one revision holds one value. Without
+// this, a document pushed to the new etcd at the revision of the one
+// this instance runs (the first write of a fresh etcd is revision 2 on
+// both) would be taken for it, and never applied.
+func (l *clusterLink) replacedBy(st cluster.State, before int64) string {
+	switch {
+	case st.Cluster != l.cluster:
+		return "another cluster id"
+	case st.Rev < before:
+		return "the store's revision went back"
+	case st.Rev < l.rev:
+		return "" // read before a change this instance made since: stale, it proves nothing
+	case otherValue(st.ConfigRev, st.Config, l.configRev, l.doc) || otherValue(st.ConfigRev, st.Config, l.failedRev, l.failedDoc):
+		return "the config document's revision went back, or the same revision holds another document"
+	case otherValue(st.BlacklistRev, st.Blacklist, l.blackRev, l.blackDoc):
+		return "the blacklist's revision went back, or the same revision holds another blacklist"
+	}
+	return ""
+}
+
+// otherValue reports whether a key read (not stale) at modification
+// revision rev with value v cannot be, in the same etcd history, the key
+// this instance knew at revision known with value was: it is older, or
+// as old with another value. Revision 0 is no key (or none known): a
+// deleted key proves nothing.
+func otherValue(rev int64, v []byte, known int64, was []byte) bool {
+	return rev > 0 && known > 0 && (rev < known || rev == known && !bytes.Equal(v, was))
 }
 
 // applyDown puts the backends in marks out of service and every other
@@ -419,7 +465,7 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 		_, err = s.reloadLocked(next, s.black.Load(), false)
 		l.noted(rev, err)
 		if err != nil {
-			l.failedRev = rev
+			l.failedDoc, l.failedRev = doc, rev
 			return fmt.Errorf("keyshard: the change is in the shared config (revision %d), but this instance did not apply it: %w", rev, err)
 		}
 		l.doc, l.configRev = doc, rev
@@ -440,12 +486,13 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 		if err != nil {
 			return err
 		}
-		rev, err := l.store.PutBlacklist(s.ctx, nb.file(), l.blackRev)
+		data := nb.file()
+		rev, err := l.store.PutBlacklist(s.ctx, data, l.blackRev)
 		if err != nil {
 			return s.storeErr(err)
 		}
 		s.black.Store(nb)
-		l.blackRev, l.rev = rev, rev
+		l.blackDoc, l.blackRev, l.rev = data, rev, rev
 		return nil
 	})
 }

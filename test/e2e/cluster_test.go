@@ -560,13 +560,43 @@ func TestClusterFailover(t *testing.T) {
 // revisions from 1): the instances see it when it answers, refuse changes
 // while it has no document, and follow the document pushed to it.
 func TestClusterEtcdWiped(t *testing.T) {
+	// Revisions well past what the new etcd will have when the push
+	// comes: its revision going back tells.
+	testEtcdWiped(t, 20)
+}
+
+// The same with instances that saw only the first revisions of the old
+// etcd (started, or lagging, just before the wipe): by the time they read
+// the new one its revision may be past what they saw and, if the old etcd
+// was fresh too (make test: one per test), the document pushed to it has
+// the revision of the one they run (both the first write, revision 2):
+// its contents tell.
+func TestClusterEtcdWipedEarly(t *testing.T) {
+	testEtcdWiped(t, 0)
+}
+
+// testEtcdWiped wipes the etcd of two instances after changes admin
+// changes, seen by both.
+func testEtcdWiped(t *testing.T, changes int) {
 	st := sharedStore(t)
 	pushDoc(t, st, baseYAML("127.0.0.1:9696")+clusterWeb, false)
 	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
+	defer func() {
+		if t.Failed() {
+			for _, p := range []*testProxy{a, b} {
+				for _, e := range p.Logs.FilterMessageSnippet("cluster").All() {
+					t.Logf("%s: %s %s %v", p.Srv.Name(), e.Time.Format("15:04:05.000"), e.Message, e.ContextMap())
+				}
+			}
+			t.Logf("ks-a slow_log_time %d, ks-b %d", a.Srv.Config().SlowLogTime, b.Srv.Config().SlowLogTime)
+		}
+	}()
 	root := adminDB(t, a)
-	// Revisions well past what the new etcd will have when the push comes.
-	for i := range 20 {
+	for i := range changes {
 		mustExec(t, root, fmt.Sprintf("admin server(opt,k,v) values('change','slow_log_time','%d')", 100+i))
+	}
+	if changes > 0 {
+		within(t, 5*time.Second, "the last change on ks-b", func() bool { return b.Srv.Config().SlowLogTime == 100+changes-1 })
 	}
 	port := basePort + 44
 	etcdStop(t, port)
@@ -576,19 +606,15 @@ func TestClusterEtcdWiped(t *testing.T) {
 	if out, err := etcdScript("up", fmt.Sprint(port)); err != nil {
 		t.Fatalf("etcd.sh up: %v\n%s", err, out)
 	}
+	t.Logf("etcd wiped and up again at %s", time.Now().Format("15:04:05.000"))
 	within(t, 10*time.Second, "changes refused while the new etcd has no document", func() bool {
 		_, err := root.Exec("admin server(opt,k,v) values('change','slow_log_time','5')")
 		return err != nil && strings.Contains(err.Error(), "no config document")
 	})
-	pushDoc(t, st, baseYAML("127.0.0.1:9696")+clusterWeb+"slow_log_time: 321\n", false)
-	defer func() {
-		if t.Failed() {
-			for _, e := range a.Logs.FilterMessageSnippet("cluster").All() {
-				t.Logf("ks-a: %s %v", e.Message, e.ContextMap())
-			}
-			t.Logf("ks-a slow_log_time %d, ks-b %d", a.Srv.Config().SlowLogTime, b.Srv.Config().SlowLogTime)
-		}
-	}()
+	rev := pushDoc(t, st, baseYAML("127.0.0.1:9696")+clusterWeb+"slow_log_time: 321\n", false)
+	t.Logf("document pushed at revision %d at %s", rev, time.Now().Format("15:04:05.000"))
+	// An instance whose watch waits for revisions of the old etcd reads
+	// the new one within resyncEvery (5 s).
 	within(t, 10*time.Second, "the document pushed to the new etcd on both", func() bool {
 		return a.Srv.Config().SlowLogTime == 321 && b.Srv.Config().SlowLogTime == 321
 	})
