@@ -95,6 +95,11 @@ THREADS=${THREADS//,/ }
 	echo "bench: PIPE must be a depth (0 or 1: no pipelined arm), got '$PIPE'" >&2
 	exit 2
 }
+PIPE=$((10#$PIPE))
+if ((PIPE > 1)) && [[ ${KS_EXTRA:-} == *backend_pipeline_depth* ]]; then
+	echo "bench: KS_EXTRA sets backend_pipeline_depth: the keyshard arm would not be the unpipelined one; use PIPE=0 with it" >&2
+	exit 2
+fi
 for v in TIME ROUNDS TABLE_SIZE BIG_ROWS DIRECT_PORT; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || {
 		echo "bench: $v must be a positive integer, got '${!v}'" >&2
@@ -133,6 +138,7 @@ fi
 WORK=$(mktemp -d /tmp/keyshard-bench-run.XXXXXX)
 KS_PID=
 PIPE_PID=
+STARTED_PID=
 REF_PID=
 FAILED=0
 CLK_TCK=$(getconf CLK_TCK)
@@ -149,7 +155,7 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	arm_kill
-	for pid in $KS_PID $PIPE_PID; do
+	for pid in $KS_PID $PIPE_PID $STARTED_PID; do
 		kill -0 "$pid" 2>/dev/null || continue
 		kill -TERM "$pid" 2>/dev/null || true
 		for _ in $(seq 50); do
@@ -270,7 +276,7 @@ EOF
 	log "keyshard pid $KS_PID on $KS_ADDR${WEB_ADDR:+ (pprof: http://bench:bench@$WEB_ADDR/debug/pprof/)}"
 	if ((PIPE > 1)); then
 		# The same ks.yaml, its own address, no web listener, pipelining on.
-		sed -e "s/^addr: .*/addr: $PIPE_ADDR/" -e '/^web_/d' -e '/^backend_pipeline_depth:/d' "$WORK/bench.yaml" >"$WORK/pipe.yaml"
+		sed -e "s/^addr: .*/addr: $PIPE_ADDR/" -e '/^web_/d' -e '/^prometheus_addr:/d' "$WORK/bench.yaml" >"$WORK/pipe.yaml"
 		echo "backend_pipeline_depth: $PIPE" >>"$WORK/pipe.yaml"
 		start_ks "$WORK/pipe.yaml" "$WORK/keyshard-pipe.log" "$PIPE_ADDR"
 		PIPE_PID=$STARTED_PID

@@ -127,8 +127,18 @@ func (c *Conn) CloseWrite() error {
 	return nil
 }
 
-// opError wraps err as net.Conn's own errors are, so that messages and
-// net.Error's Timeout read the same.
+// opError makes err read as net.Conn's own errors do ("read tcp A->B:
+// i/o timeout"): RawConn's come as a *net.OpError of op "raw-read" or
+// "raw-write", which gets op instead; an errno gets wrapped.
 func (c *Conn) opError(op string, err error) error {
-	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	if oe, ok := err.(*net.OpError); ok {
+		e := *oe
+		e.Op = op
+		return &e
+	}
+	e := &net.OpError{Op: op, Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	if e.Source != nil {
+		e.Net = e.Source.Network()
+	}
+	return e
 }

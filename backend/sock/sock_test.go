@@ -3,6 +3,7 @@ package sock
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -75,6 +76,7 @@ func TestRoundTripLarge(t *testing.T) {
 					got.Write(buf[:n])
 					if err != nil {
 						t.Error(err)
+						srv.Close() // unblocks the writer
 						return
 					}
 					if got.Len() < 1<<16 {
@@ -104,7 +106,7 @@ func TestRoundTripLarge(t *testing.T) {
 }
 
 func TestReadDeadline(t *testing.T) {
-	c, _ := pair(t, "tcp", "127.0.0.1:0")
+	c, srv := pair(t, "tcp", "127.0.0.1:0")
 	if err := c.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +116,9 @@ func TestReadDeadline(t *testing.T) {
 	if n != 0 || !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Read past the deadline = %d, %v; want a timeout", n, err)
 	}
-	if !strings.HasPrefix(err.Error(), "read tcp 127.0.0.1:") || !strings.HasSuffix(err.Error(), "i/o timeout") {
-		t.Fatalf("error %q does not read like net.Conn's", err)
+	want := fmt.Sprintf("read tcp %s->%s: i/o timeout", c.LocalAddr(), c.RemoteAddr())
+	if err.Error() != want {
+		t.Fatalf("error %q, want %q as net.Conn's", err, want)
 	}
 	if time.Since(start) < 20*time.Millisecond {
 		t.Fatalf("Read returned after %v, before its deadline", time.Since(start))
@@ -123,6 +126,29 @@ func TestReadDeadline(t *testing.T) {
 	// The deadline cleared, the connection still works.
 	if err := c.SetReadDeadline(time.Time{}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := srv.Write([]byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 8)
+	if n, err := io.ReadAtLeast(c, b, 4); err != nil || string(b[:n]) != "late" {
+		t.Fatalf("Read after the deadline cleared = %q, %v", b[:n], err)
+	}
+}
+
+// A write that fills the socket's buffers and then passes its deadline
+// reports what it wrote and a timeout, as net.Conn's does.
+func TestWriteDeadlinePartial(t *testing.T) {
+	c, _ := pair(t, "tcp", "127.0.0.1:0") // the peer never reads
+	if err := c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Write(make([]byte, 64<<20))
+	if n <= 0 || n >= 64<<20 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write past its deadline = %d, %v; want part of it and a timeout", n, err)
+	}
+	if want := fmt.Sprintf("write tcp %s->%s: i/o timeout", c.LocalAddr(), c.RemoteAddr()); err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
 	}
 }
 
@@ -143,8 +169,12 @@ func TestCloseUnblocksRead(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Read still blocked 5 s after Close")
 	}
-	if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+	_, err := c.Write([]byte("x"))
+	if !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Write on a closed conn = %v, want net.ErrClosed", err)
+	}
+	if want := fmt.Sprintf("write tcp %s->%s: use of closed network connection", c.LocalAddr(), c.RemoteAddr()); err.Error() != want {
+		t.Fatalf("error %q, want %q", err, want)
 	}
 }
 

@@ -575,8 +575,8 @@ func TestClusterEtcdWipedEarly(t *testing.T) {
 	testEtcdWiped(t, 0)
 }
 
-// testEtcdWiped wipes the etcd of two instances after changes admin
-// changes, seen by both.
+// testEtcdWiped wipes the etcd of two instances after the given number
+// of admin changes, seen by both.
 func testEtcdWiped(t *testing.T, changes int) {
 	st := sharedStore(t)
 	pushDoc(t, st, baseYAML("127.0.0.1:9696")+clusterWeb, false)

@@ -384,7 +384,9 @@ func TestPipelineSlowStatement(t *testing.T) {
 	// The bound below means something only if SLEEP(1) shared a connection.
 	piped := false
 	for end := time.Now().Add(800 * time.Millisecond); time.Now().Before(end) && !piped; {
-		piped = strings.Contains(processState(t, watcher, slowID), "(pipelined)")
+		if piped = strings.Contains(processState(t, watcher, slowID), "(pipelined)"); !piped {
+			time.Sleep(2 * time.Millisecond)
+		}
 	}
 	if err := <-slow; err != nil {
 		t.Fatal(err)
