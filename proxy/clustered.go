@@ -457,7 +457,7 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 		if err != nil {
 			return adminArg("keyshard: the change would make the shared config invalid, nothing changed: %v", err)
 		}
-		rev, err := l.store.PutConfig(s.ctx, doc, l.configRev, false)
+		rev, err := l.store.PutConfig(s.ctx, doc, l.configRev, l.doc, false)
 		if err != nil {
 			return s.storeErr(err)
 		}
@@ -487,7 +487,7 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 			return err
 		}
 		data := nb.file()
-		rev, err := l.store.PutBlacklist(s.ctx, data, l.blackRev)
+		rev, err := l.store.PutBlacklist(s.ctx, data, l.blackRev, l.blackDoc)
 		if err != nil {
 			return s.storeErr(err)
 		}
@@ -525,7 +525,7 @@ func (s *Server) reloadShared(force bool) ([]string, error) {
 		if st.ConfigRev == 0 {
 			return nil, fmt.Errorf("%s: %w", l.store.Source(), cluster.ErrNoConfig)
 		}
-		if _, err := l.store.PutConfig(s.ctx, st.Config, st.ConfigRev, true); err != nil {
+		if _, err := l.store.PutConfig(s.ctx, st.Config, st.ConfigRev, st.Config, true); err != nil {
 			return nil, s.storeErr(err)
 		}
 	}

@@ -213,12 +213,12 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 	case black != nil && st.ConfigRev != 0 && bytes.Equal(st.Config, doc) && !force:
 		// The document as it is: only the blacklist (the document's
 		// revision, which others may hold for -rev, stays).
-		rev, err = store.PutBlacklist(ctx, black, st.BlacklistRev)
+		rev, err = store.PutBlacklist(ctx, black, st.BlacklistRev, st.Blacklist)
 	case black != nil:
 		// Both or neither.
 		rev, err = store.PutBoth(ctx, doc, st.ConfigRev, force, black, st.BlacklistRev)
 	default:
-		rev, err = store.PutConfig(ctx, doc, st.ConfigRev, force)
+		rev, err = store.PutConfig(ctx, doc, st.ConfigRev, st.Config, force)
 	}
 	if errors.Is(err, cluster.ErrConflict) {
 		fmt.Fprintf(stderr, "keyshard config: nothing pushed: %v; pull it, look, and push again\n", err)

@@ -124,7 +124,7 @@ func TestConfigPushPullDiff(t *testing.T) {
 		t.Fatal(err)
 	}
 	go keep()
-	if _, err := store.PutConfig(context.Background(), must(os.ReadFile(moved)), st.ConfigRev, false); err != nil {
+	if _, err := store.PutConfig(context.Background(), must(os.ReadFile(moved)), st.ConfigRev, st.Config, false); err != nil {
 		t.Fatal(err)
 	}
 	cli(1, "", "against revision "+fmt.Sprint(st.ConfigRev), "config", "push", moved, url)

@@ -291,13 +291,21 @@ func (s *Store) Read(ctx context.Context) (State, error) {
 }
 
 // cas writes value at key if the key's modification revision is still
-// ifRev (0: the key must not exist), with extra puts in the same
-// transaction. It returns the new revision.
-func (s *Store) cas(ctx context.Context, key string, value []byte, ifRev int64, extra ...clientv3.Op) (int64, error) {
+// ifRev (0: the key must not exist) and, when ifRev is not 0, its value
+// is still was, with extra puts in the same transaction. It returns the
+// new revision. The value is compared too because a revision alone does
+// not name a value across etcd histories: a wiped etcd counts from 1
+// again, and its document may have the revision of the one the writer
+// last read from the old one.
+func (s *Store) cas(ctx context.Context, key string, value []byte, ifRev int64, was []byte, extra ...clientv3.Op) (int64, error) {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
+	cmp := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", ifRev)}
+	if ifRev != 0 {
+		cmp = append(cmp, clientv3.Compare(clientv3.Value(key), "=", string(was)))
+	}
 	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", ifRev)).
+		If(cmp...).
 		Then(append([]clientv3.Op{clientv3.OpPut(key, string(value))}, extra...)...).
 		Commit()
 	if err != nil {
@@ -309,15 +317,15 @@ func (s *Store) cas(ctx context.Context, key string, value []byte, ifRev int64, 
 	return resp.Header.Revision, nil
 }
 
-// PutConfig writes the config document if it is still at revision ifRev
-// (0: there is none yet). forced marks it as allowed to move existing
-// rows of sharded tables.
-func (s *Store) PutConfig(ctx context.Context, doc []byte, ifRev int64, forced bool) (int64, error) {
+// PutConfig writes the config document if it is still was at revision
+// ifRev (0: there is none yet). forced marks it as allowed to move
+// existing rows of sharded tables.
+func (s *Store) PutConfig(ctx context.Context, doc []byte, ifRev int64, was []byte, forced bool) (int64, error) {
 	var extra []clientv3.Op
 	if forced {
 		extra = append(extra, clientv3.OpPut(s.key("force"), "1"))
 	}
-	return s.cas(ctx, s.key("config"), doc, ifRev, extra...)
+	return s.cas(ctx, s.key("config"), doc, ifRev, was, extra...)
 }
 
 // PutBoth writes the config document and the SQL blacklist in one
@@ -343,9 +351,10 @@ func (s *Store) PutBoth(ctx context.Context, doc []byte, ifRev int64, forced boo
 	return resp.Header.Revision, nil
 }
 
-// PutBlacklist writes the SQL blacklist if it is still at revision ifRev.
-func (s *Store) PutBlacklist(ctx context.Context, data []byte, ifRev int64) (int64, error) {
-	return s.cas(ctx, s.key("blacklist"), data, ifRev)
+// PutBlacklist writes the SQL blacklist if it is still was at revision
+// ifRev (0: there is none yet).
+func (s *Store) PutBlacklist(ctx context.Context, data []byte, ifRev int64, was []byte) (int64, error) {
+	return s.cas(ctx, s.key("blacklist"), data, ifRev, was)
 }
 
 // SetDown marks d's backend out of service (down) or removes the mark,

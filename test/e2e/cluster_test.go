@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -44,7 +45,7 @@ func pushDoc(t *testing.T, st *cluster.Store, doc string, forced bool) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev, err := st.PutConfig(context.Background(), []byte(doc), cur.ConfigRev, forced)
+	rev, err := st.PutConfig(context.Background(), []byte(doc), cur.ConfigRev, cur.Config, forced)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -631,4 +632,36 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A write made against a revision that etcd now holds with another value
+// (a wiped etcd counts revisions from 1 again: its first document has the
+// revision an instance may have read from the old one) is refused, not
+// written over the document that is there.
+func TestClusterCompareValue(t *testing.T) {
+	st := sharedStore(t)
+	ctx := context.Background()
+	rev := pushDoc(t, st, "a: 1\n", false)
+	if _, err := st.PutConfig(ctx, []byte("c: 3\n"), rev, []byte("b: 2\n"), false); !errors.Is(err, cluster.ErrConflict) {
+		t.Fatalf("PutConfig at revision %d with another value expected: %v, want ErrConflict", rev, err)
+	}
+	if _, err := st.PutBlacklist(ctx, []byte("SELECT 1\n"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(cur.Config) != "a: 1\n" {
+		t.Fatalf("the refused write changed the document: %q", cur.Config)
+	}
+	if _, err := st.PutBlacklist(ctx, []byte("SELECT 2\n"), cur.BlacklistRev, []byte("SELECT 3\n")); !errors.Is(err, cluster.ErrConflict) {
+		t.Fatalf("PutBlacklist with another value expected: %v, want ErrConflict", err)
+	}
+	if _, err := st.PutConfig(ctx, []byte("c: 3\n"), cur.ConfigRev, cur.Config, false); err != nil {
+		t.Fatalf("PutConfig with the value there: %v", err)
+	}
+	if _, err := st.PutBlacklist(ctx, []byte("SELECT 2\n"), cur.BlacklistRev, cur.Blacklist); err != nil {
+		t.Fatalf("PutBlacklist with the value there: %v", err)
+	}
 }
