@@ -623,6 +623,15 @@ mean() {
 	fi
 }
 
+# qps WL TH: sets dq, kq, rq and xq to the mean QPS of the direct,
+# keyshard, HAProxy and pipelined arms ("-": none).
+qps() {
+	dq=$(mean "$1/$2/dq" "$1/$2/dn" %.0f)
+	kq=$(mean "$1/$2/kq" "$1/$2/kn" %.0f)
+	rq=$(mean "$1/$2/rq" "$1/$2/rn" %.0f)
+	xq=$(mean "$1/$2/xq" "$1/$2/xn" %.0f)
+}
+
 ver=$(git describe --always --dirty 2>/dev/null || echo dev)
 ksver=
 [[ $SELF_TEST == 1 ]] || ksver=$("$KS_BIN" -version 2>/dev/null || true)
@@ -640,8 +649,7 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 	for wl in $WORKLOADS; do
 		for th in $THREADS; do
-			dq=$(mean "$wl/$th/dq" "$wl/$th/dn" %.0f)
-			kq=$(mean "$wl/$th/kq" "$wl/$th/kn" %.0f)
+			qps "$wl" "$th"
 			dp=$(mean "$wl/$th/dp" "$wl/$th/dn" %.2f)
 			kp=$(mean "$wl/$th/kp" "$wl/$th/kn" %.2f)
 			cpu=$(mean "$wl/$th/c.k.cpu" "$wl/$th/c.k.n" %.0f)
@@ -657,9 +665,7 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 		echo "|---|---:|---:|---:|---:|---:|---:|"
 		for wl in $WORKLOADS; do
 			for th in $THREADS; do
-				dq=$(mean "$wl/$th/dq" "$wl/$th/dn" %.0f)
-				kq=$(mean "$wl/$th/kq" "$wl/$th/kn" %.0f)
-				rq=$(mean "$wl/$th/rq" "$wl/$th/rn" %.0f)
+				qps "$wl" "$th"
 				echo "| ${wl#oltp_} | $th | $rq | $(ratio "$rq" "$dq") | $(ratio "$kq" "$rq") |" \
 					"$(mean "$wl/$th/c.r.cpu" "$wl/$th/c.r.n" %.0f) | $(mean "$wl/$th/c.k.cpu" "$wl/$th/c.k.n" %.0f) |"
 			done
@@ -673,10 +679,7 @@ dbver=$(mysql_at "$DIRECT_PORT" -N -e 'SELECT VERSION()')
 		echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 		for wl in $WORKLOADS; do
 			for th in $THREADS; do
-				dq=$(mean "$wl/$th/dq" "$wl/$th/dn" %.0f)
-				kq=$(mean "$wl/$th/kq" "$wl/$th/kn" %.0f)
-				rq=$(mean "$wl/$th/rq" "$wl/$th/rn" %.0f)
-				xq=$(mean "$wl/$th/xq" "$wl/$th/xn" %.0f)
+				qps "$wl" "$th"
 				echo "| ${wl#oltp_} | $th | $xq | $(ratio "$xq" "$dq") | $(ratio "$xq" "$kq") | $(ratio "$xq" "$rq") |" \
 					"$(mean "$wl/$th/xp" "$wl/$th/xn" %.2f) | $(mean "$wl/$th/c.x.cpu" "$wl/$th/c.x.n" %.0f) |"
 			done
