@@ -355,8 +355,13 @@ func TestXADeadlockOnFirstNode(t *testing.T) {
 		_, err := c.ExecContext(ctx, "UPDATE sh_user SET name = 'c' WHERE id = 9")
 		errc <- err
 	}()
-	waitFor(t, "keyshard's statement to wait for d's lock", func() bool {
-		return len(queryCol(t, node1, "SELECT 1 FROM information_schema.innodb_lock_waits")) > 0
+	// Sent: waiting for d's lock, or on its way to it. (Under load MariaDB
+	// was seen to show the statement as Updating in a RUNNING transaction
+	// for seconds before listing the wait; d's next UPDATE closes the
+	// cycle either way, and InnoDB picks the lighter transaction.)
+	waitFor(t, "keyshard's statement to reach node1", func() bool {
+		return len(queryCol(t, node1, "SELECT 1 FROM information_schema.innodb_lock_waits")) > 0 ||
+			len(queryCol(t, node1, "SELECT 1 FROM information_schema.PROCESSLIST WHERE INFO LIKE 'UPDATE `sh_user_0001` SET `name`=%WHERE `id`=9'")) > 0
 	})
 	if _, err := d.ExecContext(ctx, "UPDATE sh_user_0001 SET name = 'd' WHERE id = 1"); err != nil {
 		t.Fatalf("d, the heavier transaction, lost the deadlock: %v", err)
