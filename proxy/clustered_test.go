@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
@@ -36,11 +34,7 @@ func linkedServer(t *testing.T, st cluster.State) (*Server, *observer.ObservedLo
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
+	shutdownAtCleanup(t, s)
 	return s, logs
 }
 

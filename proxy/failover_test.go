@@ -133,11 +133,7 @@ func TestControlsFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
+	shutdownAtCleanup(t, s)
 	c := s.By(Actor{User: "keyshard", Via: "failover"})
 	old := s.Nodes()["node1"]
 	if err := failed(c.failover("node1", "127.0.0.1:1", "127.0.0.1:3")); err != nil {
@@ -163,3 +159,12 @@ func TestControlsFailover(t *testing.T) {
 
 // failed is failover's error alone.
 func failed(_ bool, err error) error { return err }
+
+// shutdownAtCleanup shuts s down when the test ends.
+func shutdownAtCleanup(t *testing.T, s *Server) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+}
