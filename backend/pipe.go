@@ -109,11 +109,10 @@ type Turn struct {
 // caller runs it the usual way); an error when no connection could be
 // had. Wait, then Done, must follow a turn.
 func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db string, multi bool, st *State, sql []byte) (*Turn, error) {
-	depth := p.opts.PipelineDepth
 	// MariaDB only: a KILL QUERY there names the query (KILL QUERY ID);
 	// MySQL's names the connection, which may run another's statement
 	// by the time it arrives.
-	if depth < 2 || len(sql) > pipeMaxSQL || p.Health() == Down || !strings.Contains(p.ServerVersion(), "MariaDB") {
+	if !p.Pipelines() || len(sql) > pipeMaxSQL || p.Health() == Down || !strings.Contains(p.ServerVersion(), "MariaDB") {
 		return nil, nil
 	}
 	key := pipeKey{flavor: f, db: db, multi: multi, state: st.Key()}
@@ -123,7 +122,7 @@ func (p *Pool) Pipeline(ctx context.Context, deadline time.Time, f Flavor, db st
 	ps.mu.Lock()
 	var best *pipe // the least busy pipe that takes it
 	for _, pp := range ps.m[key] {
-		if pp.takes(t, depth, now) && (best == nil || len(pp.queue) < len(best.queue)) {
+		if pp.takes(t, p.opts.PipelineDepth, now) && (best == nil || len(pp.queue) < len(best.queue)) {
 			best = pp
 		}
 	}
@@ -311,8 +310,7 @@ func (t *Turn) Done(err error, keep bool) {
 // Kill interrupts the statement: now if it has the turn (the server runs
 // it, or has run it), else when it gets the turn. The server is asked, on
 // a connection of its own, which query of the connection's thread has the
-// statement's text, and that query is killed (MariaDB: KILL QUERY ID;
-// MySQL: KILL QUERY on the thread once the text matched). No other
+// statement's text, and that query is killed (KILL QUERY ID). No other
 // statement in flight has that text (see takes), so none other is hit.
 // One that has ended is not killed.
 func (t *Turn) Kill() {

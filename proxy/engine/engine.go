@@ -58,8 +58,8 @@ type Conns interface {
 	UndoOpenTx()
 	Status() uint16 // the status the client sees between statements
 	// Pipe sends COM_QUERY sql, a statement Pipelinable says may share a
-	// connection, on node n (nil: the default node) for purpose p (Write
-	// or Read) on a pipelined connection, if the session may (autocommit,
+	// connection, on node n (nil: the default node) for purpose p (0 or
+	// Read) on a pipelined connection, if the session may (autocommit,
 	// nothing pinned or pending, no time limit) and the node's pool
 	// pipelines; nil, nil: run it the usual way; an error: no connection
 	// could be had.

@@ -61,7 +61,7 @@ func (e *Engine) piped(n *backend.Node, raw []byte, sql *string, p Purpose, retr
 	finished = true
 	e.Trace.Piped(nil)
 	if err == nil {
-		if res.Err != nil {
+		if res.Err != nil { // a *mysql.MyError: a nil one is no nil error
 			return true, res.Err
 		}
 		return true, nil
