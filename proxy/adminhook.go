@@ -51,7 +51,7 @@ func (s *Session) adminStmt(sql string) (bool, error) {
 	if f == nil {
 		return false, nil
 	}
-	res, handled, err := (*f)(AdminRequest{ConnID: s.id, User: s.user, From: s.remoteHost, Admin: s.snap.cfg.IsAdmin(s.user), SQL: sql})
+	res, handled, err := (*f)(AdminRequest{ConnID: s.c.ID(), User: s.user, From: s.c.Host(), Admin: s.snap.cfg.IsAdmin(s.user), SQL: sql})
 	if !handled {
 		return false, nil
 	}

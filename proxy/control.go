@@ -14,6 +14,7 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
@@ -92,7 +93,7 @@ type Status struct {
 func (s *Server) Status() Status {
 	st := Status{
 		Name: s.Name(), State: "online", Online: s.Online(), Started: s.started, Uptime: uptime(s.started),
-		Connections: s.conns.Load(), Nodes: len(s.Nodes()), Reloads: s.reloads.Load(), AdminChanges: s.adminChanges.Load(),
+		Connections: s.fe.Conns(), Nodes: len(s.Nodes()), Reloads: s.reloads.Load(), AdminChanges: s.adminChanges.Load(),
 		ReloadErrors: s.reloadErrors.Load(), ConfigFile: s.Config().Source(), Goroutines: runtime.NumGoroutine(),
 	}
 	if !st.Online {
@@ -329,7 +330,7 @@ func (c Controls) AddAllowIP(ip string) error {
 		if slices.Contains(list, ip) {
 			return adminArg("keyshard: %s is already in allow_ips", ip)
 		}
-		if _, err := parseAllowIPs(ip); err != nil || ip == "" {
+		if _, err := frontend.ParseAllowIPs(ip); err != nil || ip == "" {
 			return adminArg("keyshard: allow_ips: bad address or network %q", ip)
 		}
 		c.AllowIPs = strings.Join(append(list, ip), ",")

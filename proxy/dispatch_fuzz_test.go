@@ -12,6 +12,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/frontend"
+	"github.com/keyshard/keyshard/proxy/frontend/frontendtest"
 )
 
 // The bits of FuzzDispatch's flavor byte: what the client negotiates at
@@ -107,29 +109,29 @@ func (h *fuzzProxy) clientLogin(nc net.Conn, flavor byte) (*dispatchClient, erro
 		return nil, err
 	}
 	user := dispatchUsers[flavor>>6]
-	r := clientResponse{
-		caps: mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG | mysql.CLIENT_PROTOCOL_41 | mysql.CLIENT_TRANSACTIONS |
+	r := frontendtest.ClientResponse{
+		Caps: mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_LONG_FLAG | mysql.CLIENT_PROTOCOL_41 | mysql.CLIENT_TRANSACTIONS |
 			mysql.CLIENT_SECURE_CONNECTION | mysql.CLIENT_MULTI_RESULTS | mysql.CLIENT_PS_MULTI_RESULTS | mysql.CLIENT_PLUGIN_AUTH |
 			mysql.CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA | mysql.CLIENT_FOUND_ROWS,
-		collation: defaultCollationID, user: user, plugin: g.plugin, auth: authFor(g.plugin, g.scramble, fuzzPasswords[user]),
+		Collation: frontend.DefaultCollationID, User: user, Plugin: g.plugin, Auth: frontendtest.AuthFor(g.plugin, g.scramble, fuzzPasswords[user]),
 	}
 	for bit, caps := range map[byte]uint32{flavorDeprecateEOF: mysql.CLIENT_DEPRECATE_EOF, flavorMulti: mysql.CLIENT_MULTI_STATEMENTS,
 		flavorLocalFiles: mysql.CLIENT_LOCAL_FILES, flavorTrack: mysql.CLIENT_SESSION_TRACK} {
 		if flavor&bit != 0 {
-			r.caps |= caps
+			r.Caps |= caps
 		}
 	}
 	if flavor&flavorDB != 0 && user != "nopw" {
-		r.caps |= mysql.CLIENT_CONNECT_WITH_DB
-		r.db = "kingshard"
+		r.Caps |= mysql.CLIENT_CONNECT_WITH_DB
+		r.DB = "kingshard"
 	}
 	c := &dispatchClient{pc: pc, eofs: flavor&flavorDeprecateEOF == 0, local: flavor&flavorLocalFiles != 0}
 	if flavor&flavorMariaDB != 0 && g.caps&mysql.CLIENT_LONG_PASSWORD == 0 {
-		r.caps &^= mysql.CLIENT_LONG_PASSWORD
-		r.ext = backend.MariaDBExtendedTypeInfo | backend.MariaDBProgress | backend.MariaDBBulkOperations
+		r.Caps &^= mysql.CLIENT_LONG_PASSWORD
+		r.Ext = backend.MariaDBExtendedTypeInfo | backend.MariaDBProgress | backend.MariaDBBulkOperations
 		c.ext = true
 	}
-	if err := pc.WritePacket(r.append(nil)); err != nil {
+	if err := pc.WritePacket(r.Append(nil)); err != nil {
 		return nil, err
 	}
 	if err := pc.Flush(); err != nil {
@@ -503,7 +505,7 @@ func (c *dispatchClient) changeUser(cmd []byte) error {
 				return fmt.Errorf("bad auth switch %q", p)
 			}
 			scramble := bytes.TrimSuffix(p[next:], []byte{0})
-			if err := c.send(authFor(string(plugin), scramble, fuzzPasswords[string(user)])); err != nil {
+			if err := c.send(frontendtest.AuthFor(string(plugin), scramble, fuzzPasswords[string(user)])); err != nil {
 				return err
 			}
 		case p[0] == 0x01 && len(p) == 2 && p[1] == 3: // fast auth: the OK follows
@@ -575,7 +577,7 @@ func execute(id uint32, flags byte, params ...any) []byte {
 func changeUserCmd(user string, auth []byte, db, plugin string) []byte {
 	b := append([]byte{mysql.COM_CHANGE_USER}, user...)
 	b = append(append(b, 0, byte(len(auth))), auth...)
-	b = append(append(b, db...), 0, defaultCollationID, 0)
+	b = append(append(b, db...), 0, frontend.DefaultCollationID, 0)
 	return append(append(b, plugin...), 0)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/engine"
+	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -16,15 +17,10 @@ import (
 type errKind int
 
 const (
-	errAccessDenied errKind = iota + 1
-	errHostNotAllowed
-	errHostBlocked
-	errTooManyConnections
-	errUnknownCommand
+	errUnknownCommand errKind = iota + 1
 	errMalformedPacket
 	errPacketTooLarge
 	errNoSuchThread
-	errShutdown
 	errNotSupported
 	errNoSchema
 	errKilled
@@ -51,23 +47,18 @@ func newErr(kind errKind, format string, args ...any) *Error {
 // proxyCodes maps each proxy error kind to its MySQL errno. The SQLSTATE
 // comes from the errno (mysql.MySQLState).
 var proxyCodes = map[errKind]uint16{
-	errAccessDenied:       mysql.ER_ACCESS_DENIED_ERROR,
-	errHostNotAllowed:     mysql.ER_HOST_NOT_PRIVILEGED,
-	errHostBlocked:        mysql.ER_HOST_IS_BLOCKED,
-	errTooManyConnections: mysql.ER_CON_COUNT_ERROR,
-	errUnknownCommand:     mysql.ER_UNKNOWN_COM_ERROR,
-	errMalformedPacket:    mysql.ER_MALFORMED_PACKET,
-	errPacketTooLarge:     mysql.ER_NET_PACKET_TOO_LARGE,
-	errNoSuchThread:       mysql.ER_NO_SUCH_THREAD,
-	errShutdown:           mysql.ER_SERVER_SHUTDOWN,
-	errNotSupported:       mysql.ER_NOT_SUPPORTED_YET,
-	errNoSchema:           mysql.ER_DBACCESS_DENIED_ERROR,
-	errKilled:             mysql.ER_QUERY_INTERRUPTED,
-	errOffline:            erServerOfflineMode,
-	errAdminArg:           mysql.ER_WRONG_ARGUMENTS,
-	errAdminMissing:       mysql.ER_WRONG_ARGUMENTS,
-	errBlacklisted:        mysql.ER_OPTION_PREVENTS_STATEMENT,
-	errUserLimit:          mysql.ER_USER_LIMIT_REACHED,
+	errUnknownCommand:  mysql.ER_UNKNOWN_COM_ERROR,
+	errMalformedPacket: mysql.ER_MALFORMED_PACKET,
+	errPacketTooLarge:  mysql.ER_NET_PACKET_TOO_LARGE,
+	errNoSuchThread:    mysql.ER_NO_SUCH_THREAD,
+	errNotSupported:    mysql.ER_NOT_SUPPORTED_YET,
+	errNoSchema:        mysql.ER_DBACCESS_DENIED_ERROR,
+	errKilled:          mysql.ER_QUERY_INTERRUPTED,
+	errOffline:         erServerOfflineMode,
+	errAdminArg:        mysql.ER_WRONG_ARGUMENTS,
+	errAdminMissing:    mysql.ER_WRONG_ARGUMENTS,
+	errBlacklisted:     mysql.ER_OPTION_PREVENTS_STATEMENT,
+	errUserLimit:       mysql.ER_USER_LIMIT_REACHED,
 }
 
 // erServerOfflineMode is MySQL's ER_SERVER_OFFLINE_MODE (offline_mode=ON),
@@ -116,10 +107,15 @@ func toMySQL(err error) *mysql.MyError {
 	var code uint16 = mysql.ER_UNKNOWN_ERROR
 	msg := err.Error()
 	var pe *Error
+	var fe *frontend.Error
 	var be *backend.Error
 	var re *router.Error
 	var ee *engine.Error
 	switch {
+	case errors.As(err, &fe):
+		if c, ok := frontendCodes[fe.Kind]; ok {
+			code = c
+		}
 	case errors.As(err, &ee):
 		if c, ok := engineCodes[ee.Kind]; ok {
 			code = c
@@ -154,4 +150,24 @@ func toMySQL(err error) *mysql.MyError {
 		}
 	}
 	return &mysql.MyError{Code: code, State: state, Message: msg}
+}
+
+// frontendCodes maps each frontend error kind to its MySQL errno.
+var frontendCodes = map[frontend.Kind]uint16{
+	frontend.AccessDenied:       mysql.ER_ACCESS_DENIED_ERROR,
+	frontend.HostNotAllowed:     mysql.ER_HOST_NOT_PRIVILEGED,
+	frontend.HostBlocked:        mysql.ER_HOST_IS_BLOCKED,
+	frontend.TooManyConnections: mysql.ER_CON_COUNT_ERROR,
+	frontend.MalformedPacket:    mysql.ER_MALFORMED_PACKET,
+	frontend.PacketTooLarge:     mysql.ER_NET_PACKET_TOO_LARGE,
+	frontend.Shutdown:           mysql.ER_SERVER_SHUTDOWN,
+	frontend.NotSupported:       mysql.ER_NOT_SUPPORTED_YET,
+}
+
+// refusal reports whether err is an answer to the client, keyshard's own
+// or a server's (not a broken connection).
+func refusal(err error) bool {
+	var pe *Error
+	var fe *frontend.Error
+	return errors.As(err, &pe) || errors.As(err, &fe) || isMyError(err)
 }

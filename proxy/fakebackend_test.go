@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/frontend"
 )
 
 // fakeBackendCaps are what the fake backend offers: MariaDB's usual set
@@ -132,7 +133,7 @@ func (c *fakeBackendConn) login() bool {
 	g = binary.LittleEndian.AppendUint32(g, c.id)
 	g = append(g, "abcdefgh\x00"...)
 	g = binary.LittleEndian.AppendUint16(g, uint16(fakeBackendCaps&0xffff))
-	g = append(g, defaultCollationID)
+	g = append(g, frontend.DefaultCollationID)
 	g = binary.LittleEndian.AppendUint16(g, wire.StatusAutocommit)
 	g = binary.LittleEndian.AppendUint16(g, uint16(fakeBackendCaps>>16))
 	g = append(g, 21)
@@ -194,7 +195,7 @@ func (c *fakeBackendConn) column(name string) bool {
 	if c.ext&backend.MariaDBExtendedTypeInfo != 0 {
 		b = append(b, 0) // no extended metadata
 	}
-	b = append(b, 0x0c, defaultCollationID, 0, 0, 1, 0, 0, mysql.MYSQL_TYPE_VAR_STRING, 0, 0, 0, 0, 0)
+	b = append(b, 0x0c, frontend.DefaultCollationID, 0, 0, 1, 0, 0, mysql.MYSQL_TYPE_VAR_STRING, 0, 0, 0, 0, 0)
 	return c.pkt.WritePacket(b) == nil
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/frontend"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -193,8 +194,8 @@ func newFuzzProxy(f testing.TB, withTLS bool) *fuzzProxy {
 		f.Fatal(err)
 	}
 	// Refused COM_CHANGE_USERs are answered at once.
-	pause := changeUserPause
-	changeUserPause = 0
+	pause := frontend.ChangeUserPause
+	frontend.ChangeUserPause = 0
 	served := make(chan struct{})
 	h := &fuzzProxy{srv: srv, fake: fake, addr: ln.Addr().String(), gate: make(chan struct{}, 16), logs: logs, tls: withTLS}
 	go func() { _ = srv.Serve(gatedListener{ln, h.gate}); close(served) }()
@@ -206,7 +207,7 @@ func newFuzzProxy(f testing.TB, withTLS bool) *fuzzProxy {
 		}
 		<-served
 		fake.close()
-		changeUserPause = pause
+		frontend.ChangeUserPause = pause
 	})
 	h.base = runtime.NumGoroutine() - fake.connCount()
 	return h
@@ -284,7 +285,11 @@ func (h *fuzzProxy) settle(t *testing.T, clientErr error) {
 func (h *fuzzProxy) settled(t *testing.T) error {
 	s := h.srv
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() {
+		<-s.fe.Done()
+		s.wg.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -295,14 +300,11 @@ func (h *fuzzProxy) settled(t *testing.T) error {
 			return fmt.Errorf("session panicked: %v\n%v", e.ContextMap()["panic"], e.ContextMap()["stack"])
 		}
 	}
-	if n := s.conns.Load(); n != 0 {
+	if n := s.fe.Conns(); n != 0 {
 		return fmt.Errorf("%d connections still counted", n)
 	}
-	s.unauth.mu.Lock()
-	unauth := fmt.Sprint(s.unauth.n)
-	s.unauth.mu.Unlock()
-	if unauth != "map[]" {
-		return fmt.Errorf("connections still counted as logging in: %s", unauth)
+	if n := s.fe.LoggingIn(); n != 0 {
+		return fmt.Errorf("%d connections still counted as logging in", n)
 	}
 	var err error
 	s.userConns.Range(func(k, v any) bool {
@@ -368,10 +370,7 @@ func goroutines() string {
 // resetLoginFailures forgets failed logins, so that the harness's are
 // answered without the growing delay a password guesser gets.
 func (h *fuzzProxy) resetLoginFailures() {
-	l := &h.srv.loginFails
-	l.mu.Lock()
-	l.byHost = nil
-	l.mu.Unlock()
+	h.srv.fe.ForgetFailures()
 }
 
 // greeting is what a client reads in the proxy's HandshakeV10.
@@ -425,79 +424,6 @@ func parseGreeting(p []byte) (greeting, error) {
 		return g, fmt.Errorf("greeting: capabilities %#x", g.caps)
 	}
 	return g, nil
-}
-
-// clientResponse is a HandshakeResponse41 as clients build it.
-type clientResponse struct {
-	caps      uint32
-	ext       uint32 // MariaDB's, sent without CLIENT_MYSQL (CLIENT_LONG_PASSWORD)
-	collation uint8
-	user      string
-	auth      []byte
-	db        string
-	plugin    string
-	attrs     map[string]string
-	zstdLevel uint8
-}
-
-func (r *clientResponse) append(b []byte) []byte {
-	b = binary.LittleEndian.AppendUint32(b, r.caps)
-	b = binary.LittleEndian.AppendUint32(b, 1<<24)
-	b = append(b, r.collation)
-	b = append(b, make([]byte, 19)...)
-	if r.caps&mysql.CLIENT_LONG_PASSWORD == 0 {
-		b = binary.LittleEndian.AppendUint32(b, r.ext)
-	} else {
-		b = append(b, 0, 0, 0, 0)
-	}
-	b = append(b, r.user...)
-	b = append(b, 0)
-	switch {
-	case r.caps&mysql.CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA != 0:
-		b = wire.AppendLenEncString(b, string(r.auth))
-	case r.caps&mysql.CLIENT_SECURE_CONNECTION != 0:
-		b = append(b, byte(len(r.auth)))
-		b = append(b, r.auth...)
-	default:
-		b = append(b, r.auth...)
-		b = append(b, 0)
-	}
-	if r.caps&mysql.CLIENT_CONNECT_WITH_DB != 0 {
-		b = append(b, r.db...)
-		b = append(b, 0)
-	}
-	if r.caps&mysql.CLIENT_PLUGIN_AUTH != 0 {
-		b = append(b, r.plugin...)
-		b = append(b, 0)
-	}
-	if r.caps&mysql.CLIENT_CONNECT_ATTRS != 0 {
-		var kv []byte
-		for k, v := range r.attrs {
-			kv = wire.AppendLenEncString(wire.AppendLenEncString(kv, k), v)
-		}
-		b = wire.AppendLenEncString(b, string(kv))
-	}
-	if r.caps&mysql.CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0 {
-		b = append(b, r.zstdLevel)
-	}
-	return b
-}
-
-// sslRequest is the 32-byte SSLRequest that starts a TLS upgrade.
-func sslRequest(caps uint32) []byte {
-	r := clientResponse{caps: caps | mysql.CLIENT_SSL, collation: defaultCollationID}
-	return r.append(nil)[:32]
-}
-
-// authFor answers scramble for password with plugin.
-func authFor(plugin string, scramble []byte, password string) []byte {
-	if password == "" {
-		return nil
-	}
-	if plugin == mysql.AUTH_CACHING_SHA2_PASSWORD {
-		return mysql.CalcCachingSha2Password(scramble, []byte(password))
-	}
-	return mysql.CalcNativePassword(scramble, []byte(password))
 }
 
 // splitPackets cuts data into at most max packets, each a 2-byte

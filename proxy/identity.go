@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 	"go.uber.org/zap"
@@ -117,20 +116,6 @@ func newSessionStatus(ctx context.Context, n *backend.Node, learn bool) uint16 {
 		}
 	}
 	return wire.StatusAutocommit
-}
-
-// greetingCaps are the capabilities a greeting announces for id.
-func greetingCaps(id identity, tls bool) uint32 {
-	caps := uint32(serverCaps)
-	if tls {
-		caps |= mysql.CLIENT_SSL
-	}
-	if id.mariaDB {
-		// MariaDB greets without CLIENT_MYSQL (CLIENT_LONG_PASSWORD's
-		// bit), which is how its own clients tell it apart.
-		caps &^= mysql.CLIENT_LONG_PASSWORD
-	}
-	return caps
 }
 
 // learnIdentity connects to the identity node's master once at start (so

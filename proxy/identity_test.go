@@ -1,15 +1,10 @@
 package proxy
 
-import (
-	"testing"
-
-	"github.com/go-mysql-org/go-mysql/mysql"
-)
+import "testing"
 
 // The greeting's identity for each flavor: MariaDB keeps its 5.5.5- prefix
 // and -MariaDB, MySQL its bare version; the distribution suffix becomes
-// -keyshard. A MySQL identity greets with CLIENT_MYSQL (as MySQL), a
-// MariaDB one without (as MariaDB).
+// -keyshard.
 func TestGreetingIdentity(t *testing.T) {
 	for _, c := range []struct{ backend, greeting, family string }{
 		{"5.5.5-10.11.19-MariaDB-0+deb12u1-log", "5.5.5-10.11.19-MariaDB-keyshard", "MariaDB 10.11"},
@@ -24,11 +19,5 @@ func TestGreetingIdentity(t *testing.T) {
 		if got := family(c.backend); got != c.family {
 			t.Errorf("family(%q) = %q, want %q", c.backend, got, c.family)
 		}
-	}
-	if caps := greetingCaps(identity{version: "8.0.36-keyshard"}, false); caps&mysql.CLIENT_LONG_PASSWORD == 0 {
-		t.Error("a MySQL identity greets without CLIENT_MYSQL")
-	}
-	if caps := greetingCaps(identity{version: "5.5.5-10.11.19-MariaDB-keyshard", mariaDB: true}, false); caps&mysql.CLIENT_LONG_PASSWORD != 0 {
-		t.Error("a MariaDB identity greets with CLIENT_MYSQL")
 	}
 }

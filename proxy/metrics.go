@@ -69,7 +69,7 @@ func newMetrics(s *Server) *Metrics {
 	m.stmtsOpen = prometheus.NewGauge(prometheus.GaugeOpts{Name: "keyshard_client_prepared_statements", Help: "Prepared statements open in client sessions."})
 	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat, m.stmtsOpen,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_client_connections", Help: "Client connections open."},
-			func() float64 { return float64(s.conns.Load()) }),
+			func() float64 { return float64(s.fe.Conns()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_online", Help: "1 while the proxy accepts new connections, 0 after admin 'change proxy offline'."},
 			func() float64 { return boolFloat(!s.offline.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reloads_total", Help: "Config reloads applied after start (SIGHUP, admin reload, REST, file change); admin changes are keyshard_admin_changes_total."},

@@ -108,7 +108,7 @@ var procCommands = map[byte]string{
 // process reads the session's published state; full keeps the whole text.
 func (s *Session) process(now time.Time, full bool) Process {
 	p := &s.tr.proc
-	pr := Process{ID: s.id, Host: s.clientAddr, Command: "Sleep"}
+	pr := Process{ID: s.c.ID(), Host: s.c.Addr(), Command: "Sleep"}
 	cmd := p.cmd.Load()
 	pr.Time = max(0, int64(now.Sub(time.Unix(0, p.since.Load()))/time.Second))
 	if !p.mu.TryLock() {
@@ -159,7 +159,7 @@ func (s *Session) process(now time.Time, full bool) Process {
 	case procSending:
 		pr.State = "sending data"
 	}
-	if s.killed.Load() {
+	if s.c.Killed() {
 		pr.State = "killed"
 	}
 	return pr

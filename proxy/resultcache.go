@@ -253,19 +253,20 @@ func (s *Session) cacheable(info router.Info) bool {
 	const not = router.FlagMulti | router.FlagUserVar | router.FlagSessionFunc | router.FlagGetLock |
 		router.FlagCalcFoundRows | router.FlagSysVar | router.FlagMasterOnly | router.FlagTemporary
 	return info.Kind == router.KindSelect && info.Flags&not == 0 && !s.lease.Holding() && s.lease.Pinned() == nil &&
-		s.pkt.Compression() == wire.CompressNone
+		s.c.Packets().Compression() == wire.CompressNone
 }
 
 // cacheKey is the key of sql's answer for this session: who asks, where,
 // with what session state and protocol options, and the exact text.
 func (s *Session) cacheKey(sql string) []byte {
+	caps, ext := s.c.Caps(), s.c.GreetExt()
 	k := append(s.ckey[:0], s.user...)
 	k = append(k, 0)
 	k = append(k, s.vars.DB...)
 	k = append(k, 0)
 	k = append(k, s.vars.State.Key()...)
-	k = append(k, 0, byte(s.caps), byte(s.caps>>8), byte(s.caps>>16), byte(s.caps>>24),
-		byte(s.greetExt), byte(s.greetExt>>8), byte(s.greetExt>>16), byte(s.greetExt>>24))
+	k = append(k, 0, byte(caps), byte(caps>>8), byte(caps>>16), byte(caps>>24),
+		byte(ext), byte(ext>>8), byte(ext>>16), byte(ext>>24))
 	k = append(k, sql...)
 	s.ckey = k
 	return k
@@ -289,7 +290,7 @@ func (s *Session) fromCache(sql string, info router.Info) (handled bool, fill fu
 		s.tr.Sent(e.rows, 0)
 		s.tr.cached = true
 		s.last.RowCount, s.last.FoundRows = -1, e.rows // as after the SELECT
-		return true, nil, s.pkt.WriteCaptured(e.packets)
+		return true, nil, s.c.Packets().WriteCaptured(e.packets)
 	}
 	tables, ok := s.getParser().Tables(sql, s.vars.DB)
 	if !ok {
@@ -309,9 +310,9 @@ func (s *Session) fromCache(sql string, info router.Info) (handled bool, fill fu
 	gens, global := rc.generations(tables)
 	skey := string(key)
 	rows, start := s.tr.rows, s.tr.start
-	s.pkt.StartCapture(r.maxEntry)
+	s.c.Packets().StartCapture(r.maxEntry)
 	return false, func(err error) {
-		packets, ok := s.pkt.StopCapture()
+		packets, ok := s.c.Packets().StopCapture()
 		if ok && err == nil && !hasErrPacket(packets) {
 			rc.put(skey, packets, s.tr.rows-rows, start, ttl, tables, gens, global)
 		}

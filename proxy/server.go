@@ -2,15 +2,10 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -20,10 +15,9 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
-	"github.com/keyshard/keyshard/backend/sock"
-	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 )
@@ -62,14 +56,9 @@ type Server struct {
 	// reload what runs already.
 	savedSum atomic.Pointer[string]
 
-	tlsConf    *tls.Config
-	rsaKey     *rsa.PrivateKey
-	rsaPubPEM  []byte
-	sha2Cache  sync.Map      // user+"\x00"+password -> struct{}: users who passed full auth
-	userConns  sync.Map      // user -> *atomic.Int64: open sessions (max_connections of user_list)
-	unauth     hostCount     // connections not logged in yet, by client address
-	loginFails loginFailures // failed logins, by client address
-	webFails   loginFailures // failed basic-auth logins on the web port
+	fe        *frontend.Listener // the client side: accept, login, the command loop
+	userConns sync.Map           // user -> *atomic.Int64: open sessions (max_connections of user_list)
+	webFails  frontend.Lockout   // failed basic-auth logins on the web port
 
 	baseState *backend.State
 	states    sync.Map          // collation id -> *backend.State
@@ -80,13 +69,8 @@ type Server struct {
 	ctx          context.Context
 	cancel       context.CancelFunc
 	sessions     sync.Map // id -> *Session
-	nextID       atomic.Uint32
-	conns        atomic.Int64
 	shuttingDown atomic.Bool
-	wg           sync.WaitGroup
-
-	mu        sync.Mutex
-	listeners []net.Listener
+	wg           sync.WaitGroup // the drains of replaced nodes
 }
 
 // New builds a server from a validated config. Backend pools start warming
@@ -111,29 +95,30 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 func newServer(cfg *config.Config, log *zap.Logger, link *clusterLink, black *blacklist) (*Server, error) {
 	s := &Server{log: log, started: time.Now(), link: link}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var tlsConf *tls.Config
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("tls_cert/tls_key: %w", err)
 		}
-		s.tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	if err := s.loadRSA(cfg.RSAKey); err != nil {
+	var err error
+	if s.fe, err = frontend.NewListener(s, log, tlsConf, cfg.RSAKey); err != nil {
 		return nil, err
 	}
-	cs, coll := collationNames(defaultCollationID)
+	cs, coll := collationNames(frontend.DefaultCollationID)
 	if cfg.ProxyCharset != "" && !strings.EqualFold(cfg.ProxyCharset, cs) {
 		cs, coll = strings.ToLower(cfg.ProxyCharset), ""
 	}
 	s.baseState = backend.NewState(cs, coll)
 	s.stmtRefs = backend.NewStmtRefs()
-	s.states.Store(uint8(defaultCollationID), s.baseState)
+	s.states.Store(uint8(frontend.DefaultCollationID), s.baseState)
 	s.stateHook = &backend.StateHook{F: s.logState}
 	s.digests = digest.New(cfg.DigestSize)
 	s.rcache = newResultCache()
 	s.rcache.resize(cfg.ResultCacheMB)
 	s.metrics = newMetrics(s)
-	var err error
 	if s.sql, err = newSQLLog(cfg); err != nil {
 		return nil, err
 	}
@@ -222,7 +207,7 @@ func (s *Server) nodeOptions(c *config.Config, n *config.NodeConfig) backend.Nod
 func (s *Server) poolOptions(c *config.Config, n *config.NodeConfig) backend.Options {
 	return backend.Options{
 		User: n.User, Password: n.Password,
-		CollationID: defaultCollationID, Charset: s.baseState.Charset, Collation: s.baseState.Collation,
+		CollationID: frontend.DefaultCollationID, Charset: s.baseState.Charset, Collation: s.baseState.Collation,
 		BaseState:      s.baseState,
 		Refs:           s.stmtRefs,
 		MaxConns:       n.MaxConnsLimit,
@@ -262,45 +247,6 @@ func (s *Server) logNodes(snap *snapshot) {
 	}
 }
 
-func (s *Server) loadRSA(path string) error {
-	var key *rsa.PrivateKey
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("rsa_key: %w", err)
-		}
-		block, _ := pem.Decode(b)
-		if block == nil {
-			return fmt.Errorf("rsa_key %s: no PEM block", path)
-		}
-		k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
-		if err != nil {
-			pk, err2 := x509.ParsePKCS8PrivateKey(block.Bytes)
-			if err2 != nil {
-				return fmt.Errorf("rsa_key %s: %w", path, err)
-			}
-			var ok bool
-			if k, ok = pk.(*rsa.PrivateKey); !ok {
-				return fmt.Errorf("rsa_key %s: not an RSA key", path)
-			}
-		}
-		key = k
-	} else {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			return err
-		}
-		key = k
-	}
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		return err
-	}
-	s.rsaKey = key
-	s.rsaPubPEM = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	return nil
-}
-
 // stateFor returns the shared State for a handshake collation, so sessions
 // with the same charset share one State and need no sync on checkout.
 func (s *Server) stateFor(id uint8) *backend.State {
@@ -327,47 +273,11 @@ func (s *Server) ListenAndServe() error {
 	return s.Serve(ln)
 }
 
-// Serve accepts connections on ln until Shutdown. Temporary accept errors
-// (EMFILE and the like) back off instead of spinning.
-func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.shuttingDown.Load() {
-		s.mu.Unlock()
-		ln.Close()
-		return ErrServerClosed
-	}
-	s.listeners = append(s.listeners, ln)
-	s.mu.Unlock()
-	var delay time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if s.shuttingDown.Load() {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
-				if delay == 0 {
-					delay = 5 * time.Millisecond
-				} else {
-					delay = min(2*delay, time.Second)
-				}
-				s.log.Warn("accept error; retrying", zap.Error(err), zap.Duration("delay", delay))
-				time.Sleep(delay)
-				continue
-			}
-			return err
-		}
-		delay = 0
-		s.wg.Add(1)
-		go s.handle(nc)
-	}
-}
+// Serve accepts connections on ln until Shutdown (frontend.Listener).
+func (s *Server) Serve(ln net.Listener) error { return s.fe.Serve(ln) }
 
-func isTemporary(err error) bool {
-	var t interface{ Temporary() bool }
-	return errors.As(err, &t) && t.Temporary()
-}
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = frontend.ErrServerClosed
 
 // WebAllowed reports whether a request from remote (host:port) may use
 // web_addr: web_allow_ips, else allow_ips, admits it.
@@ -376,133 +286,55 @@ func (s *Server) WebAllowed(remote string) bool {
 	if err != nil {
 		return false
 	}
-	return s.snap.Load().webAllow.allowed(a)
+	return s.snap.Load().webAllow.Allowed(a)
 }
 
-// hostCount counts connections per client address.
-type hostCount struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-// enter counts one more connection from host, unless it has max already
-// (max 0: no cap).
-func (h *hostCount) enter(host string, max int) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if max > 0 && h.n[host] >= max {
-		return false
-	}
-	if h.n == nil {
-		h.n = map[string]int{}
-	}
-	h.n[host]++
-	return true
-}
-
-func (h *hostCount) leave(host string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n[host]--; h.n[host] <= 0 {
-		delete(h.n, host)
-	}
-}
-
-// ErrServerClosed is returned by Serve after Shutdown.
-var ErrServerClosed = errors.New("keyshard: server closed")
-
-// handle runs one client connection from accept to close.
-func (s *Server) handle(nc net.Conn) {
-	defer s.wg.Done()
-	s.metrics.accepted.Inc()
+// Settings are what a new client connection runs with (frontend.Server).
+func (s *Server) Settings() frontend.Settings {
 	snap := s.snap.Load()
 	cfg := snap.cfg
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(boolOr(cfg.TCPNoDelay, true))
-	}
-	nc = sock.Wrap(nc)
-	id := s.nextID.Add(1)
-	sess := newSession(s, snap, id, nc)
-	host, _, _ := net.SplitHostPort(nc.RemoteAddr().String())
-	sess.remoteHost = host
-	defer func() {
-		if r := recover(); r != nil {
-			sess.log.Error("session panic", zap.Any("panic", r), zap.Stack("stack"))
-		}
-		nc.Close()
-		if sess.nc != nc {
-			sess.nc.Close()
-		}
-		if sess.userConns != nil {
-			sess.userConns.Add(-1)
-		}
-	}()
+	return frontend.Settings{NoDelay: boolOr(cfg.TCPNoDelay, true), ReadBuffer: cfg.ReadBuffer, WriteBuffer: cfg.ClientWriteBuffer,
+		MaxPacket: cfg.MaxAllowedPacket, Allow: snap.allow, MaxConnections: cfg.MaxConnections, MaxUnauthPerHost: cfg.MaxUnauthPerHost,
+		LockoutFailures: cfg.LoginLockoutFailures, LockoutTime: cfg.LoginLockoutTime.D(), DefaultPlugin: cfg.DefaultAuthPlugin}
+}
 
-	if !snap.allow.allowed(nc.RemoteAddr()) {
-		s.metrics.rejected("host").Inc()
-		sess.writeError(newErr(errHostNotAllowed, "Host '%s' is not allowed to connect to this keyshard server", host))
-		_ = sess.pkt.Flush()
+// Answer is what a client is told of err (frontend.Server): toMySQL's
+// mapping, or nil for an error that is not the client's to see.
+func (s *Server) Answer(err error) *mysql.MyError {
+	var be *backend.Error
+	if refusal(err) || errors.As(err, &be) {
+		return toMySQL(err)
+	}
+	return nil
+}
+
+// Event counts a connection accepted or refused (frontend.Server).
+func (s *Server) Event(what string) {
+	if what == "accepted" {
+		s.metrics.accepted.Inc()
 		return
 	}
-	n := s.conns.Add(1)
-	defer s.conns.Add(-1)
-	if max := cfg.MaxConnections; max > 0 && n > int64(max) {
-		s.metrics.rejected("max_connections").Inc()
-		sess.writeError(newErr(errTooManyConnections, "Too many connections (max_connections %d)", max))
-		_ = sess.pkt.Flush()
-		return
-	}
-	if s.shuttingDown.Load() {
-		sess.writeError(newErr(errShutdown, "Server shutdown in progress"))
-		_ = sess.pkt.Flush()
-		return
-	}
-	if d := s.loginFails.lockedFor(host); d > 0 {
-		s.metrics.rejected("locked_out").Inc()
-		sess.writeError(newErr(errHostBlocked, "Host '%s' is blocked after %d failed logins (login_lockout_failures); retry in %s",
-			host, cfg.LoginLockoutFailures, d.Round(time.Second)))
-		_ = sess.pkt.Flush()
-		return
-	}
-	if !s.unauth.enter(host, cfg.MaxUnauthPerHost) {
-		s.metrics.rejected("unauthenticated_per_host").Inc()
-		sess.writeError(newErr(errTooManyConnections, "Too many connections from %s still logging in (max_unauthenticated_per_host %d)",
-			host, cfg.MaxUnauthPerHost))
-		_ = sess.pkt.Flush()
-		return
-	}
-	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	err := sess.handshake()
-	s.unauth.leave(host)
-	if errors.Is(err, wire.ErrPacketTooLarge) {
-		err = newErr(errPacketTooLarge, "Got a packet bigger than %d bytes before login", preAuthMaxPacket)
-	}
-	if err != nil {
-		var pe *Error
-		var be *backend.Error
-		if errors.As(err, &pe) || errors.As(err, &be) || isMyError(err) {
-			if pe != nil && pe.kind == errAccessDenied {
-				s.metrics.rejected("auth").Inc()
-				time.Sleep(s.loginFailed(&s.loginFails, "sql", sess.loginUser, host, pe.Error()))
-			}
-			sess.writeError(err)
-			_ = sess.pkt.Flush()
-		}
-		sess.log.Debug("handshake failed", zap.Error(err))
-		sess.endSession()
-		return
-	}
-	_ = sess.nc.SetDeadline(time.Time{})
-	s.loginFails.succeeded(host)
-	if err := sess.writeOK(0, 0); err != nil || sess.pkt.Flush() != nil {
-		sess.endSession()
-		return
-	}
-	// The compressed protocol starts with the first command.
-	sess.pkt.Compress(sess.compression(), sess.zstdLevel)
-	s.sessions.Store(id, sess)
-	defer s.endStages(sess)
-	sess.run()
+	s.metrics.rejected(what).Inc()
+}
+
+// WebLoginFailed records a failed basic-auth login on the web port from
+// remote (host:port) and returns how long the answer must wait: as on the
+// SQL port, logged at a bounded rate, slowed from the third failure, and
+// locked out with login_lockout_failures.
+func (s *Server) WebLoginFailed(remote, user string) time.Duration {
+	s.metrics.rejected("web_auth").Inc()
+	cfg := s.Config()
+	return s.webFails.Failed(s.log, "web", user, frontend.HostOf(remote), "wrong web_user or web_password",
+		cfg.LoginLockoutFailures, cfg.LoginLockoutTime.D())
+}
+
+// WebLoginOK clears remote's failed web logins.
+func (s *Server) WebLoginOK(remote string) { s.webFails.Succeeded(frontend.HostOf(remote)) }
+
+// WebLockedFor returns how long remote is still locked out of the web
+// port (0: not).
+func (s *Server) WebLockedFor(remote string) time.Duration {
+	return s.webFails.LockedFor(frontend.HostOf(remote))
 }
 
 // Shutdown stops accepting, lets running statements finish until ctx ends,
@@ -511,25 +343,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.reloadMu.Lock() // no reload starts a drain after this
 	s.shuttingDown.Store(true)
 	s.reloadMu.Unlock()
-	s.mu.Lock()
-	for _, ln := range s.listeners {
-		ln.Close()
-	}
-	s.mu.Unlock()
+	s.fe.Close()
 	// Idle sessions (waiting for a command) are closed now: their pinned
 	// connections are reset, which rolls back open transactions.
 	closeIdle := func() {
 		s.sessions.Range(func(_, v any) bool {
-			sess := v.(*Session)
-			if !sess.busy.Load() {
-				_ = sess.nc.SetReadDeadline(time.Now())
-			}
+			v.(*Session).c.CloseIdle()
 			return true
 		})
 	}
 	closeIdle()
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() {
+		<-s.fe.Done()
+		s.wg.Wait()
+		close(done)
+	}()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var err error
@@ -561,55 +390,6 @@ loop:
 	s.reloadMu.Unlock()
 	s.sql.close()
 	return err
-}
-
-// ipFilter holds allow_ips: single addresses and CIDR networks.
-type ipFilter struct {
-	nets []*net.IPNet
-}
-
-func parseAllowIPs(s string) (*ipFilter, error) {
-	f := &ipFilter{}
-	for _, part := range splitList(s) {
-		if !strings.Contains(part, "/") {
-			ip := net.ParseIP(part)
-			if ip == nil {
-				return nil, fmt.Errorf("allow_ips: bad address %q", part)
-			}
-			bits := 128
-			if ip.To4() != nil {
-				ip, bits = ip.To4(), 32
-			}
-			f.nets = append(f.nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
-			continue
-		}
-		_, n, err := net.ParseCIDR(part)
-		if err != nil {
-			return nil, fmt.Errorf("allow_ips: %w", err)
-		}
-		f.nets = append(f.nets, n)
-	}
-	return f, nil
-}
-
-func (f *ipFilter) allowed(a net.Addr) bool {
-	if len(f.nets) == 0 {
-		return true
-	}
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return false
-	}
-	ip := ta.IP
-	if v4 := ip.To4(); v4 != nil {
-		ip = v4
-	}
-	for _, n := range f.nets {
-		if n.Contains(ip) {
-			return true
-		}
-	}
-	return false
 }
 
 func isMyError(err error) bool {

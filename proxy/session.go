@@ -2,11 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
-	"io"
-	"math"
-	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,48 +11,34 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
-	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/engine"
+	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 	"go.uber.org/zap"
 )
 
-// Session is one client connection: who the client is, what it
-// negotiated, and its session state (database, charset, variables,
-// prepared statements, the last statement's LAST_INSERT_ID() and friends).
-// Which backend connections it holds, and why, is its lease's business;
-// how a statement runs is its engine's (package engine).
+// Session is one client's session (frontend.Handler): who the client is
+// and its session state (database, charset, variables, prepared
+// statements, the last statement's LAST_INSERT_ID() and friends). The
+// connection itself, and what the client negotiated, are its frontend
+// Conn's; which backend connections it holds, and why, its lease's; how a
+// statement runs, its engine's (package engine).
 //
 // Its goroutine is the only one that touches its fields, except the
 // atomics used by KILL and shutdown.
 type Session struct {
-	srv        *Server
-	snap       *snapshot                // the configuration this session runs on
-	nodes      map[string]*backend.Node // snap's nodes as this user reaches them (nodesFor)
-	deny       router.Deny              // statement classes the user may not run (mayRun)
-	id         uint32
-	nc         net.Conn
-	pkt        *wire.Conn
-	remoteHost string
-	clientAddr string // host:port, for the process list
-	tls        bool
-	log        *zap.Logger
+	srv   *Server
+	c     *frontend.Conn
+	snap  *snapshot                // the configuration this session runs on
+	nodes map[string]*backend.Node // snap's nodes as this user reaches them (nodesFor)
+	deny  router.Deny              // statement classes the user may not run (mayRun)
 
-	caps     uint32
-	scramble []byte // the greeting's (or last auth switch's): COM_CHANGE_USER answers it
-	greetExt uint32 // MariaDB extended capabilities the greeting offered
-	// greetMariaDB: the greeting said MariaDB (the client expects its
-	// errors, e.g. 1969 for a statement past its time limit).
-	greetMariaDB bool
-	badChange    int // refused COM_CHANGE_USERs (the third ends the connection, as MariaDB)
-	zstdLevel    int // the client's zstd_compression_level
-	user         string
-	userConns    *atomic.Int64 // the user's session count, which this session is in
-	collation    uint8
-	schema       *config.SchemaConfig
-	node         *backend.Node
-	route        *router.Schema // the user's routing; nil without a schema
+	user      string
+	userConns *atomic.Int64 // the user's session count, which this session is in
+	schema    *config.SchemaConfig
+	node      *backend.Node
+	route     *router.Schema // the user's routing; nil without a schema
 
 	vars  engine.Vars  // database, multi-statements, charset and variables
 	last  engine.Last  // LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS()
@@ -66,6 +47,7 @@ type Session struct {
 	cl    *engine.Client
 
 	parser *router.Parser
+	q      comQuery       // the current COM_QUERY (query.go)
 	rt     router.Routing // the current statement's routing (reused)
 	tr     trace          // the current statement's digest, stages, rows
 	dkey   []byte         // scratch for digest keys (router.DigestKey)
@@ -80,11 +62,9 @@ type Session struct {
 	stmts map[uint32]*prepared // binary-protocol statements by client id
 	// textStmts are PREPAREd statements on sharded tables, by lower-case name.
 	textStmts map[string]*prepared
-	loginUser string // the user name the client sent at login (logged when it fails)
 	nextStmt  uint32
 	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
 
-	idleTimeout time.Duration // the client's wait_timeout, applied to its socket (0: none)
 	// warnings are keyshard's own of the last statement (an admin
 	// statement's), for SHOW WARNINGS; nil once another statement runs.
 	warnings []string
@@ -97,23 +77,85 @@ type Session struct {
 	cfgMaxExec time.Duration
 	timer      *time.Timer
 	deadlineNs atomic.Int64
-
-	killed atomic.Bool
-	busy   atomic.Bool
 }
 
-// newSession makes the session of client connection nc.
-func newSession(srv *Server, snap *snapshot, id uint32, nc net.Conn) *Session {
-	cfg := snap.cfg
-	s := &Session{srv: srv, snap: snap, id: id, nc: nc, log: srv.log.With(zap.Uint32("conn", id)), maxExec: -1,
-		clientAddr: nc.RemoteAddr().String()}
-	s.pkt = wire.NewConn(nc, cfg.ReadBuffer, cfg.ClientWriteBuffer)
-	s.pkt.MaxRead = cfg.MaxAllowedPacket
-	s.cl = engine.NewClient(s.pkt, toMySQL)
-	s.tr.killed = &s.killed
+// NewHandler makes the session of client connection c
+// (frontend.Server).
+func (srv *Server) NewHandler(c *frontend.Conn) frontend.Handler {
+	s := &Session{srv: srv, c: c, snap: srv.snap.Load(), maxExec: -1}
+	s.cl = engine.NewClient(c.Packets(), toMySQL)
+	s.tr.conn = c
 	s.lease = engine.Lease{Ctx: srv.ctx, Vars: &s.vars, Trace: &s.tr, OnDiscard: s.dropCursors}
 	s.eng = engine.Engine{Client: s.cl, Conns: &s.lease, Trace: &s.tr, Vars: &s.vars, Last: &s.last, XA: srv.xa}
 	return s
+}
+
+// User looks up an account of the session's configuration (frontend.Users).
+func (s *Session) User(name string) (frontend.User, bool) {
+	uc, ok := s.snap.cfg.UserPassword(name)
+	return frontend.User{Password: uc.Password, Plugin: uc.AuthPlugin}, ok
+}
+
+// DefaultPlugin is default_auth_plugin (frontend.Users).
+func (s *Session) DefaultPlugin() string { return s.snap.cfg.DefaultAuthPlugin }
+
+// Greeting is what keyshard tells a new client it is (frontend.Handler).
+func (s *Session) Greeting() frontend.Greeting {
+	id := s.srv.identity(s.snap)
+	return frontend.Greeting{Version: id.version, MariaDB: id.mariaDB, Ext: id.ext,
+		Status: newSessionStatus(s.srv.ctx, s.snap.identityNode(), false)}
+}
+
+// Login starts the session of an authenticated client, or restarts it as
+// another user for COM_CHANGE_USER, and writes its OK (frontend.Handler).
+// A refused change leaves the session as it was; once the old session has
+// ended, a failure ends the connection.
+func (s *Session) Login(l frontend.Login) error {
+	changing := s.userConns != nil
+	if err := s.setUser(l.User); err != nil {
+		return err
+	}
+	if !changing && s.srv.offline.Load() && !s.srv.mayLoginOffline(s.snap.cfg, l.User) {
+		s.srv.metrics.rejected("offline").Inc()
+		return newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused, but for admin users")
+	}
+	if changing {
+		s.endSession()
+	}
+	caps := s.c.Caps()
+	s.cl.SetCaps(caps, s.c.Ext())
+	s.lease.Caps, s.lease.Ext = caps, s.c.Ext()
+	if err := s.startSession(l.DB); err != nil {
+		if changing {
+			// The old session is gone already: the connection ends with
+			// the error rather than go on half changed.
+			return &frontend.EndingError{Err: err}
+		}
+		var ee *engine.Error
+		if errors.As(err, &ee) {
+			// A database for a user without a schema: refused with its
+			// errno like any other login error, not by closing the
+			// connection.
+			return toMySQL(err)
+		}
+		return err
+	}
+	if !changing {
+		s.srv.sessions.Store(s.c.ID(), s)
+		s.tr.proc.publishEnd(s.user, s.vars.DB)
+	}
+	return s.writeOK(0, 0)
+}
+
+// Closed ends the session (frontend.Handler).
+func (s *Session) Closed() {
+	if s.userConns == nil {
+		s.endSession() // refused before its user was known
+		return
+	}
+	s.endSession()
+	s.srv.endStages(s)
+	s.userConns.Add(-1)
 }
 
 // startSession binds the session to its user's schema and default node and
@@ -121,10 +163,10 @@ func newSession(srv *Server, snap *snapshot, id uint32, nc net.Conn) *Session {
 func (s *Session) startSession(db string) error {
 	s.lease.ResetSession()
 	s.rebind(s.srv.snap.Load())
-	s.vars = engine.Vars{State: s.srv.stateFor(s.collation), Multi: s.caps&mysql.CLIENT_MULTI_STATEMENTS != 0}
+	s.vars = engine.Vars{State: s.srv.stateFor(s.c.Collation()), Multi: s.c.Caps()&mysql.CLIENT_MULTI_STATEMENTS != 0}
 	s.lease.SetStatus(newSessionStatus(s.srv.ctx, s.node, true))
 	s.last = engine.Last{}
-	s.idleTimeout = 0
+	s.c.SetIdleTimeout(0)
 	s.maxExec = -1
 	if db != "" {
 		if err := s.useDB(db); err != nil {
@@ -181,109 +223,80 @@ func (s *Session) endSession() {
 	s.lease.End()
 }
 
-// run is the command loop.
-func (s *Session) run() {
-	defer s.endSession()
-	s.tr.proc.publishEnd(s.user, s.vars.DB)
-	for {
-		s.pkt.Seq = 0
-		if s.idleTimeout > 0 {
-			// The client's wait_timeout: an idle client is disconnected,
-			// as the server would (the client sees the connection lost).
-			// It covers the wait for a command, not the command's bytes.
-			_ = s.nc.SetReadDeadline(time.Now().Add(s.idleTimeout))
-			_, err := s.pkt.PeekLength()
-			_ = s.nc.SetReadDeadline(time.Time{})
-			if err != nil {
-				return
-			}
-		}
-		p, err := s.pkt.ReadPacket()
-		if err != nil {
-			if errors.Is(err, wire.ErrPacketTooLarge) {
-				s.writeError(newErr(errPacketTooLarge, "Got a packet bigger than 'max_allowed_packet' bytes"))
-				if s.pkt.Flush() == nil {
-					s.lingerClose()
-				}
-			} else if errors.Is(err, wire.ErrSequence) {
-				s.writeError(newErr(errMalformedPacket, "Got packets out of order"))
-				_ = s.pkt.Flush()
-			}
-			return
-		}
-		if len(p) == 0 {
-			s.writeError(newErr(errMalformedPacket, "empty command packet"))
-			if s.pkt.Flush() != nil {
-				return
-			}
-			continue
-		}
-		s.busy.Store(true)
-		start := time.Now()
-		s.tr.begin(start, s.pkt.Written)
-		if snap := s.srv.snap.Load(); snap != s.snap && !s.lease.InTx() && snap.keeps(s.user, s.lease.Pinned()) {
-			s.rebind(snap)
-		}
-		cmd := p[0]
-		text := ""
-		if cmd == mysql.COM_QUERY {
-			text = unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)
-		}
-		s.tr.proc.publishStart(start, cmd, text)
-		if s.warnings != nil && !isShowWarnings(text) {
-			s.warnings = nil
-		}
-		err = s.dispatch(cmd, p)
-		s.disarmTimeout()
-		if s.txWrote != nil || s.txWroteAll {
-			s.endTxWrites()
-		}
-		if err != nil && s.lease.Branches() > 0 && engine.RollsBackTx(err) {
-			// One node rolled the whole transaction back (a deadlock
-			// victim): so does every other, as one server's would; the
-			// client got the server's error.
-			if _, rerr := s.lease.EndTx(false); rerr != nil {
-				s.log.Debug("rolling back a transaction over several nodes after a deadlock", zap.Error(rerr))
-			}
-		}
-		var ce *engine.ClientError
-		if errors.As(err, &ce) || err == engine.ErrClose {
-			err = errCloseAfterReply
-		}
-		d := time.Since(start)
-		s.srv.metrics.observe(cmd, err, d)
-		s.endStmt(cmd, p, d, err)
-		s.tr.proc.publishEnd(s.user, s.vars.DB)
-		s.busy.Store(false)
-		if err == errQuit {
-			return
-		}
-		if held := s.lease.TakeLost(); held != "" {
-			// A backend connection holding the session's state died on a
-			// path that reported only its own error: end here too.
-			s.log.Debug("session state lost with its backend connection", zap.String("held", held))
-			_ = s.pkt.Flush()
-			return
-		}
-		if ferr := s.pkt.Flush(); ferr != nil || err == errCloseAfterReply || s.killed.Load() {
-			return
-		}
-		if s.srv.shuttingDown.Load() && s.lease.Pinned() == nil {
-			return
-		}
+// setUser makes user the session's user, counting the session against the
+// user's max_connections (user_list); past it, ER_USER_LIMIT_REACHED.
+func (s *Session) setUser(user string) error {
+	uc, _ := s.snap.cfg.UserPassword(user)
+	v, ok := s.srv.userConns.Load(user)
+	if !ok {
+		v, _ = s.srv.userConns.LoadOrStore(user, new(atomic.Int64))
 	}
+	c := v.(*atomic.Int64)
+	if n := c.Add(1); uc.MaxConnections > 0 && n > int64(uc.MaxConnections) {
+		c.Add(-1)
+		s.srv.metrics.rejected("user_max_connections").Inc()
+		return newErr(errUserLimit, "User '%s' has exceeded the 'max_connections' resource of its user_list entry (current value: %d)", user, uc.MaxConnections)
+	}
+	if s.userConns != nil {
+		s.userConns.Add(-1)
+	}
+	s.userConns = c
+	s.user = user
+	return nil
 }
 
-// lingerClose ends a connection whose client may still be sending (a packet
-// we refused): closing with unread input makes the kernel send a reset,
-// which can destroy the error we just wrote before the client reads it. So
-// shut our side, and drain what the client sends for a moment first.
-func (s *Session) lingerClose() {
-	if cw, ok := s.nc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
+// Command runs one command (frontend.Handler): it moves the session to a
+// reloaded configuration when it may, dispatches the command, and keeps
+// the statement's trace, metrics and process-list entry.
+func (s *Session) Command(p []byte) frontend.Next {
+	start := time.Now()
+	s.tr.begin(start, s.c.Packets().Written)
+	if snap := s.srv.snap.Load(); snap != s.snap && !s.lease.InTx() && snap.keeps(s.user, s.lease.Pinned()) {
+		s.rebind(snap)
 	}
-	_ = s.nc.SetReadDeadline(time.Now().Add(time.Second))
-	_, _ = io.Copy(io.Discard, io.LimitReader(s.nc, int64(s.snap.cfg.MaxAllowedPacket)+1<<24))
+	cmd := p[0]
+	text := ""
+	if cmd == mysql.COM_QUERY {
+		text = unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)
+	}
+	s.tr.proc.publishStart(start, cmd, text)
+	if s.warnings != nil && !isShowWarnings(text) {
+		s.warnings = nil
+	}
+	err := s.dispatch(cmd, p)
+	s.disarmTimeout()
+	if s.txWrote != nil || s.txWroteAll {
+		s.endTxWrites()
+	}
+	if err != nil && s.lease.Branches() > 0 && engine.RollsBackTx(err) {
+		// One node rolled the whole transaction back (a deadlock
+		// victim): so does every other, as one server's would; the
+		// client got the server's error.
+		if _, rerr := s.lease.EndTx(false); rerr != nil {
+			s.c.Log().Debug("rolling back a transaction over several nodes after a deadlock", zap.Error(rerr))
+		}
+	}
+	var ce *engine.ClientError
+	if errors.As(err, &ce) || err == engine.ErrClose {
+		err = errCloseAfterReply
+	}
+	d := time.Since(start)
+	s.srv.metrics.observe(cmd, err, d)
+	s.endStmt(cmd, p, d, err)
+	s.tr.proc.publishEnd(s.user, s.vars.DB)
+	if err == errQuit {
+		return frontend.Quit
+	}
+	if held := s.lease.TakeLost(); held != "" {
+		// A backend connection holding the session's state died on a
+		// path that reported only its own error: end here too.
+		s.c.Log().Debug("session state lost with its backend connection", zap.String("held", held))
+		return frontend.Close
+	}
+	if err == errCloseAfterReply || s.srv.shuttingDown.Load() && s.lease.Pinned() == nil {
+		return frontend.Close
+	}
+	return frontend.Continue
 }
 
 var (
@@ -317,26 +330,7 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		// checks the privileges they need (RELOAD, SUPER).
 		return s.eng.Forward(nil, p, nil, nil)
 	case mysql.COM_SET_OPTION:
-		if len(p) < 3 {
-			return s.fail(newErr(errMalformedPacket, "COM_SET_OPTION: short packet"))
-		}
-		switch binary16(p[1:]) {
-		case 0:
-			s.vars.Multi = true
-		case 1:
-			s.vars.Multi = false
-		default:
-			return s.fail(newErr(errNotSupported, "COM_SET_OPTION: unknown option %d", binary16(p[1:])))
-		}
-		if bc := s.lease.Pinned(); bc != nil {
-			// Pooled connections take the setting when next used; the
-			// pinned one answers the next statement, so it takes it now.
-			if err := bc.Sync(s.vars.DB, s.vars.Multi, s.vars.Autocommit, s.vars.State); err != nil {
-				return s.eng.Lost(bc, err)
-			}
-		}
-		// Answered like the end of a result set, as MySQL and MariaDB do.
-		return s.cl.ResultEnd(0, s.lease.Status())
+		return s.setOption(p)
 	case mysql.COM_RESET_CONNECTION:
 		s.endSession()
 		if err := s.startSession(s.vars.DB); err != nil {
@@ -344,16 +338,15 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		}
 		return s.writeOK(0, 0)
 	case mysql.COM_CHANGE_USER:
-		if err := s.changeUser(p); err != nil {
-			var pe *Error
-			var end *endingError
-			if !errors.As(err, &end) && (errors.As(err, &pe) || isMyError(err)) {
+		if err := s.c.ChangeUser(s, p); err != nil {
+			var end *frontend.EndingError
+			if !errors.As(err, &end) && refusal(err) {
 				return s.fail(err) // refused: the session goes on as it was
 			}
 			s.writeError(err)
 			return errCloseAfterReply
 		}
-		return s.writeOK(0, 0)
+		return nil // Login answered
 	case mysql.COM_STMT_PREPARE:
 		return s.stmtPrepare(p)
 	case mysql.COM_STMT_EXECUTE, mysql.COM_STMT_FETCH, mysql.COM_STMT_RESET, mysql.COM_STMT_CLOSE, mysql.COM_STMT_SEND_LONG_DATA,
@@ -367,6 +360,30 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		return s.kill(id, false)
 	}
 	return s.fail(newErr(errUnknownCommand, "Unknown command %d", cmd))
+}
+
+// setOption handles COM_SET_OPTION: multi-statements on or off.
+func (s *Session) setOption(p []byte) error {
+	if len(p) < 3 {
+		return s.fail(newErr(errMalformedPacket, "COM_SET_OPTION: short packet"))
+	}
+	switch binary16(p[1:]) {
+	case 0:
+		s.vars.Multi = true
+	case 1:
+		s.vars.Multi = false
+	default:
+		return s.fail(newErr(errNotSupported, "COM_SET_OPTION: unknown option %d", binary16(p[1:])))
+	}
+	if bc := s.lease.Pinned(); bc != nil {
+		// Pooled connections take the setting when next used; the
+		// pinned one answers the next statement, so it takes it now.
+		if err := bc.Sync(s.vars.DB, s.vars.Multi, s.vars.Autocommit, s.vars.State); err != nil {
+			return s.eng.Lost(bc, err)
+		}
+	}
+	// Answered like the end of a result set, as MySQL and MariaDB do.
+	return s.cl.ResultEnd(0, s.lease.Status())
 }
 
 func binary16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
@@ -412,149 +429,6 @@ func (s *Session) useDB(db string) error {
 	}
 	if err != nil {
 		s.vars.DB = prev
-	}
-	return err
-}
-
-// query handles COM_QUERY.
-func (s *Session) query(p []byte) (rerr error) {
-	sql := unsafe.String(unsafe.SliceData(p[1:]), len(p)-1) // valid until the next client read
-	info := router.Classify(sql)
-	if s.warnings != nil { // SHOW WARNINGS after an admin statement's
-		return s.showWarnings(sql)
-	}
-	if info.Flags&router.FlagMulti == 0 && isAdminCandidate(sql[info.Start:]) && !s.hinted(sql[:info.Start]) {
-		if handled, err := s.adminStmt(sql[info.Start:]); handled {
-			return err
-		}
-	}
-	if info.Kind == router.KindLoad {
-		// LOAD DATA LOCAL reads the file into the buffer sql is in.
-		s.tr.proc.setText(strings.Clone(sql))
-	}
-	s.armTimeout(s.stmtTimeout(sql, info))
-	s.tr.entry = s.digestOf(sql, s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0)
-	s.tr.mark(digest.Parse)
-	if err := s.checkBlack(sql, info); err != nil {
-		return s.fail(err)
-	}
-	if err := s.mayRun(sql, info); err != nil {
-		return s.fail(err)
-	}
-	if s.srv.rcache.on.Load() {
-		if cacheWrites(info) {
-			defer s.wrote(s.writtenTables(sql, info))
-		} else if handled, fill, err := s.fromCache(sql, info); handled || err != nil {
-			return err
-		} else if fill != nil {
-			// Filled from the master: a lagging replica's answer would be
-			// kept under the generation of a write it has not seen yet.
-			info.Flags |= router.FlagMasterOnly
-			defer func() { fill(rerr) }()
-		}
-	}
-	if s.lease.Tracking() && router.Writes(info) {
-		defer s.lease.MarkWrite()
-	}
-	if info.Flags&router.FlagMulti != 0 && !s.vars.Multi {
-		// Without multi-statements the server reads one statement: a
-		// compound one (CREATE PROCEDURE ... BEGIN ...; ...; END) or a
-		// syntax error with the server's own message. The backend
-		// connection is synced to the client's setting: let it answer.
-		info.Flags &^= router.FlagMulti
-	}
-	if info.Flags&router.FlagMulti != 0 && s.lease.Branches() > 0 {
-		return s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch inside a transaction over several nodes is not "+
-			"supported (it could end the transaction on one node only); send its statements one by one (the transaction is still open)"))
-	}
-	if info.Flags&router.FlagMulti != 0 && s.route != nil && s.route.Sharded() {
-		if name := s.route.MentionsSharded(sql); name != "" {
-			// A batch goes to one node as it is: refuse it rather than run
-			// it where the sharded table does not exist.
-			return s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch that names sharded table %s is not routed; "+
-				"send its statements one by one", name))
-		}
-	}
-	if info.Start < len(sql) && sql[info.Start]|0x20 == 'e' {
-		if rest, ok := cutPrefixFold(sql[info.Start:], "explain shard "); ok {
-			return s.explainShard(rest)
-		}
-	}
-	if info.Flags&router.FlagMulti != 0 && info.Flags&router.FlagKill != 0 {
-		out, ok, err := s.killBatch(sql)
-		if err != nil {
-			return s.fail(err)
-		}
-		if ok {
-			s.lease.Stick(router.Sticky(info))
-			if info.Kind == router.KindLockTables {
-				s.lease.SetLockTables(true)
-			}
-			return s.eng.Forward(nil, nil, &out, &info)
-		}
-	}
-	switch info.Kind {
-	case router.KindKill:
-		return s.killStmt(sql[info.Start:])
-	case router.KindUse:
-		db := strings.Clone(parseUse(sql[info.Start:]))
-		if info.Flags&router.FlagMulti == 0 && db != "" {
-			if err := s.useDB(db); err != nil {
-				return s.fail(err)
-			}
-			return s.writeUseOK()
-		}
-	case router.KindSet:
-		if info.Flags&router.FlagMulti == 0 {
-			return s.set(p, sql)
-		}
-	case router.KindLockTables:
-		if info.Flags&router.FlagMulti == 0 {
-			return s.lockTables(p, sql, info)
-		}
-		s.lease.SetLockTables(true)
-	}
-	if why := router.Sticky(info); why != "" {
-		s.lease.Stick(why)
-	}
-	if info.Kind == router.KindLoad && s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 {
-		ld, err := s.route.PlanLoad(s.getParser(), sql, s.vars.DB)
-		if err != nil {
-			return s.fail(err)
-		}
-		if ld != nil {
-			return s.loadData(ld)
-		}
-	}
-	if s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 && lookable(sql, info) {
-		if l := s.route.Look(s.getParser(), sql, s.vars.DB); l != nil {
-			return s.look(l, sql, info)
-		}
-		if info.Kind == router.KindShow {
-			if handled, err := s.explain(sql, info); handled {
-				return err
-			}
-		}
-	}
-	if s.route != nil && s.route.Sharded() && info.Flags&router.FlagMulti == 0 {
-		if handled, err := s.routed(p, sql, info); handled {
-			return err
-		}
-	}
-	if info.Kind == router.KindShow && info.Flags&router.FlagMulti == 0 && s.compression() != wire.CompressNone && isShowSessionStatus(sql[info.Start:]) {
-		// The backend connection is not compressed; the client's is.
-		s.eng.RowHook = compressionOn
-		defer func() { s.eng.RowHook = nil }()
-	}
-	if info.Flags&router.FlagSessionFunc != 0 && info.Flags&router.FlagMulti == 0 {
-		out, changed, err := s.getParser().RewriteSessionFuncs(sql, s.sessionValues())
-		if err == nil && changed {
-			return s.eng.Forward(nil, nil, &out, &info)
-		}
-	}
-	err := s.eng.Forward(nil, p, nil, &info)
-	if info.Kind == router.KindUnlockTables && err == nil {
-		s.lease.SetLockTables(false)
 	}
 	return err
 }
@@ -677,122 +551,6 @@ func parseUse(stmt string) string {
 	return rest
 }
 
-// killStmt handles KILL [CONNECTION | QUERY] id.
-func (s *Session) killStmt(stmt string) error {
-	f := strings.Fields(strings.TrimRight(stmt, "; \t\r\n"))
-	queryOnly := false
-	if len(f) == 3 {
-		switch strings.ToUpper(f[1]) {
-		case "QUERY":
-			queryOnly = true
-		case "CONNECTION":
-		default:
-			return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000", Message: "You have an error in your SQL syntax near '" + f[1] + "'"})
-		}
-		f = f[1:]
-	}
-	if len(f) != 2 {
-		return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000", Message: "You have an error in your SQL syntax: KILL [CONNECTION | QUERY] id"})
-	}
-	id, err := strconv.ParseUint(f[1], 10, 32)
-	if err != nil {
-		return s.fail(&mysql.MyError{Code: mysql.ER_PARSE_ERROR, State: "42000", Message: "You have an error in your SQL syntax near '" + f[1] + "'"})
-	}
-	return s.kill(uint32(id), queryOnly)
-}
-
-// kill ends another session (or only its running statement), and
-// answers.
-func (s *Session) kill(id uint32, queryOnly bool) error {
-	if err := s.killID(uint64(id), queryOnly); err != nil {
-		return s.fail(err)
-	}
-	return s.writeOK(0, 0)
-}
-
-// killID ends session id (or only its running statement); the error is
-// what KILL answers (nil: OK). Killing the session itself ends it after
-// the answer.
-func (s *Session) killID(id uint64, queryOnly bool) error {
-	v, ok := s.srv.sessions.Load(uint32(id))
-	if ok && (id > math.MaxUint32 || v.(*Session).killed.Load()) {
-		ok = false // killed and on its way out
-	}
-	if !ok {
-		return newErr(errNoSuchThread, "Unknown thread id: %d", id)
-	}
-	t := v.(*Session)
-	if t != s && t.tr.proc.userName() != s.user && !s.snap.cfg.IsAdmin(s.user) {
-		return &mysql.MyError{Code: mysql.ER_KILL_DENIED_ERROR, State: "HY000", Message: fmt.Sprintf("You are not owner of thread %d", id)}
-	}
-	if t == s {
-		if queryOnly {
-			return nil
-		}
-		s.killed.Store(true)
-		return &mysql.MyError{Code: erConnectionKilled, State: "70100", Message: "Connection was killed"}
-	}
-	t.interrupt(!queryOnly)
-	return nil
-}
-
-// erConnectionKilled is MariaDB's ER_CONNECTION_KILLED.
-const erConnectionKilled = 1927
-
-// killBatch rewrites a multi-statement batch that holds KILL statements:
-// keyshard runs each KILL itself, since the thread ids clients see are
-// keyshard's (a backend would kill one of its own connections), and in
-// the batch puts in its place a statement the backend answers as the KILL
-// did: DO 0 for an OK, or SIGNAL with the KILL's error, where the batch
-// ends as it would on the server. ok is false when the batch holds no
-// KILL after all.
-func (s *Session) killBatch(sql string) (out string, ok bool, err error) {
-	kills, err := s.getParser().BatchKills(sql)
-	if err != nil {
-		return "", false, newErr(errNotSupported, "keyshard: this batch holds a KILL, which keyshard runs itself (the thread ids are keyshard's), "+
-			"but keyshard cannot parse the batch (%v); send the KILL on its own", err)
-	}
-	if len(kills) == 0 {
-		return "", false, nil
-	}
-	var b strings.Builder
-	pos := 0
-	for _, k := range kills {
-		b.WriteString(sql[pos:k.Start])
-		pos = k.End
-		if kerr := s.killID(k.ID, k.Query); kerr != nil {
-			me := toMySQL(kerr)
-			fmt.Fprintf(&b, "SIGNAL SQLSTATE '%s' SET MYSQL_ERRNO = %d, MESSAGE_TEXT = %s", me.State, me.Code, backend.Quote(me.Message))
-			return b.String(), true, nil // the batch ends there; the KILLs after it are not run
-		}
-		b.WriteString("DO 0")
-	}
-	b.WriteString(sql[pos:])
-	return b.String(), true, nil
-}
-
-// interrupt stops the running statement (KILL QUERY on its backend) and,
-// with closeConn, ends the session.
-func (s *Session) interrupt(closeConn bool) {
-	if closeConn {
-		s.killed.Store(true)
-	}
-	p := &s.tr.proc
-	p.mu.Lock()
-	if p.cmd.Load() >= 0 { // a statement runs: stop it on each of its connections
-		s.killQueriesLocked()
-	}
-	p.mu.Unlock()
-	if closeConn {
-		// Both directions: a session blocked writing to a client that stopped
-		// reading must give up too.
-		_ = s.nc.SetDeadline(time.Now())
-		if !s.busy.Load() {
-			_ = s.nc.Close()
-		}
-	}
-}
-
 // collationNames maps a handshake collation id to a charset and collation.
 func collationNames(id uint8) (cs, coll string) {
 	c, err := charset.GetCollationByID(int(id))
@@ -809,7 +567,7 @@ func collationNames(id uint8) (cs, coll string) {
 // sessionValues are what LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS() and
 // CONNECTION_ID() answer for the session.
 func (s *Session) sessionValues() router.SessionValues {
-	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.id}
+	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.c.ID()}
 }
 
 // mayRun refuses, with 1227, a statement of a class the user may not run

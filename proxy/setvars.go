@@ -144,7 +144,7 @@ func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []ro
 		idle = true
 		if v.Name == "wait_timeout" {
 			secs, _ := strconv.ParseInt(strings.Trim(v.Value, "'"), 10, 64)
-			s.idleTimeout = time.Duration(secs) * time.Second
+			s.c.SetIdleTimeout(time.Duration(secs) * time.Second)
 		}
 	}
 	if len(kept) > 0 {

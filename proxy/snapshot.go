@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 )
@@ -30,8 +31,8 @@ type snapshot struct {
 	// routeCfgs are what routes were built from: a reload keeps a user's
 	// router (and its plan cache) when its rules are unchanged.
 	routeCfgs map[string]router.SchemaConfig
-	allow     *ipFilter
-	webAllow  *ipFilter // web_allow_ips, else allow
+	allow     *frontend.IPFilter
+	webAllow  *frontend.IPFilter // web_allow_ips, else allow
 	// rywWindow: after a write, a session's reads stay on the master this
 	// long (read_your_writes: master); 0 with read_your_writes off.
 	rywWindow  time.Duration
@@ -47,13 +48,13 @@ type snapshot struct {
 // their replica lists brought up to date; the others are created. It
 // returns the nodes of old that the new snapshot no longer uses.
 func (s *Server) buildSnapshot(cfg *config.Config, old *snapshot) (*snapshot, []*backend.Node, error) {
-	allow, err := parseAllowIPs(cfg.AllowIPs)
+	allow, err := frontend.ParseAllowIPs(cfg.AllowIPs)
 	if err != nil {
 		return nil, nil, err
 	}
 	webAllow := allow
 	if cfg.WebAllowIPs != "" {
-		if webAllow, err = parseAllowIPs(cfg.WebAllowIPs); err != nil {
+		if webAllow, err = frontend.ParseAllowIPs(cfg.WebAllowIPs); err != nil {
 			return nil, nil, err
 		}
 	}

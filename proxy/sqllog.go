@@ -91,7 +91,7 @@ func (l *sqlLog) record(s *Session, sql string, sm *digest.Sample, err error) {
 	id := s.digestID(sql)
 	fields := make([]zap.Field, 0, 20)
 	fields = append(fields,
-		zap.Uint32("conn", s.id), zap.String("user", s.user), zap.String("client", s.remoteHost),
+		zap.Uint32("conn", s.c.ID()), zap.String("user", s.user), zap.String("client", s.c.Host()),
 		zap.String("schema", s.vars.DB), zap.String("digest", digest.FormatID(id)), zap.Strings("nodes", s.tr.nodes),
 		zap.Float64("ms", digest.Millis(sm.Total)), zap.Uint64("rows", sm.Rows), zap.Uint64("affected", sm.Affected),
 		zap.Uint64("bytes", sm.Bytes))

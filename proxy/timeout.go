@@ -130,7 +130,7 @@ func (s *Session) armTimeout(d time.Duration) {
 	}
 	tr := &s.tr
 	tr.deadline = tr.start.Add(d)
-	tr.limit, tr.mariaDB = d, s.greetMariaDB
+	tr.limit, tr.mariaDB = d, s.c.MariaDB()
 	s.lease.Deadline = tr.deadline
 	s.deadlineNs.Store(tr.deadline.UnixNano())
 	if s.timer == nil {
@@ -176,7 +176,7 @@ func (s *Session) killQueriesLocked() {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			if err := bc.Pool().KillQuery(ctx, bc.ThreadID()); err != nil {
-				s.log.Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.String("addr", bc.Addr()), zap.Error(err))
+				s.c.Log().Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.String("addr", bc.Addr()), zap.Error(err))
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/engine"
+	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -33,9 +34,9 @@ type trace struct {
 	cached  bool   // answered from the result cache
 	sql     string // a prepared statement's text ("" for COM_QUERY)
 
-	cur    atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
-	killed *atomic.Bool                 // the session's
-	proc   procState                    // what the process list shows
+	cur  atomic.Pointer[backend.Conn] // backend connection running a statement, for KILL QUERY
+	conn *frontend.Conn               // the session's client connection (killed or not)
+	proc procState                    // what the process list shows
 	// conns are the backend connections the statement holds (under
 	// proc.mu): KILL QUERY and the time limit stop it on each.
 	conns  []*backend.Conn
@@ -178,7 +179,7 @@ func (t *trace) Sent(rows, affected uint64) {
 func (t *trace) Running(bc *backend.Conn) { t.cur.Store(bc) }
 
 // Killed reports whether the session was killed.
-func (t *trace) Killed() bool { return t.killed.Load() }
+func (t *trace) Killed() bool { return t.conn.Killed() }
 
 // usedNode notes a node the statement ran on.
 func (t *trace) usedNode(name string) {
@@ -255,7 +256,7 @@ func (s *Server) endStages(sess *Session) {
 	for i := range sess.stageNs {
 		s.stageNs[i].Add(sess.stageNs[i].Load())
 	}
-	s.sessions.Delete(sess.id) // the key handle stored it under
+	s.sessions.Delete(sess.c.ID()) // the key handle stored it under
 	s.stagesMu.Unlock()
 }
 
@@ -306,7 +307,7 @@ func (s *Session) endStmt(cmd byte, p []byte, d time.Duration, err error) {
 		return
 	}
 	sm := digest.Sample{Start: tr.start, Total: d, Stages: tr.stages, Rows: tr.rows, Affected: tr.changed,
-		Bytes: s.pkt.Written - tr.written, Err: err != nil && err != errQuit, Cached: tr.cached}
+		Bytes: s.c.Packets().Written - tr.written, Err: err != nil && err != errQuit, Cached: tr.cached}
 	switch {
 	case tr.entry == nil:
 	case tr.fetch:

@@ -1,4 +1,4 @@
-package proxy
+package frontend
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestLoginFailures(t *testing.T) {
-	var l loginFailures
+	var l Lockout
 	var delays []time.Duration
 	for range 12 {
 		_, d := l.failed("10.0.0.1", 0, 0)
@@ -25,7 +25,7 @@ func TestLoginFailures(t *testing.T) {
 	if n, d := l.failed("10.0.0.2", 0, 0); n != 1 || d != 0 {
 		t.Errorf("another address: %d failures, delay %s", n, d)
 	}
-	l.succeeded("10.0.0.1")
+	l.Succeeded("10.0.0.1")
 	if n, d := l.failed("10.0.0.1", 0, 0); n != 1 || d != 0 {
 		t.Errorf("after a success: %d failures, delay %s", n, d)
 	}
@@ -35,20 +35,20 @@ func TestLoginFailures(t *testing.T) {
 		t.Errorf("after the window: %d failures, want 1", n)
 	}
 	// The lockAfter-th failure locks the address out.
-	var k loginFailures
+	var k Lockout
 	for range 2 {
 		k.failed("10.0.0.3", 3, time.Minute)
 	}
-	if d := k.lockedFor("10.0.0.3"); d != 0 {
+	if d := k.LockedFor("10.0.0.3"); d != 0 {
 		t.Errorf("locked after 2 failures (lock after 3): %s", d)
 	}
 	k.failed("10.0.0.3", 3, time.Minute)
-	if d := k.lockedFor("10.0.0.3"); d <= 0 || d > time.Minute {
+	if d := k.LockedFor("10.0.0.3"); d <= 0 || d > time.Minute {
 		t.Errorf("after the 3rd failure: locked for %s, want up to 1m", d)
 	}
 	// At most loginLogPerSecond lines a second; the next says how many
 	// were not logged.
-	var m loginFailures
+	var m Lockout
 	logged := 0
 	for range 25 {
 		if ok, _ := m.logLine(); ok {

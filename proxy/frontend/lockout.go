@@ -1,4 +1,4 @@
-package proxy
+package frontend
 
 import (
 	"net"
@@ -22,7 +22,9 @@ const (
 	loginLogPerSecond = 10
 )
 
-type loginFailures struct {
+// Lockout counts failed logins by client address, on one interface (the
+// SQL port's is the Listener's; the web port keeps its own).
+type Lockout struct {
 	mu         sync.Mutex
 	byHost     map[string]*hostFailures
 	second     int64 // unix second of the log budget
@@ -39,7 +41,7 @@ type hostFailures struct {
 // failed counts a failed login from host and returns its failures within
 // the window and how long to wait before answering. With lockAfter > 0, the
 // lockAfter-th failure locks host out for lockFor.
-func (l *loginFailures) failed(host string, lockAfter int, lockFor time.Duration) (n int, delay time.Duration) {
+func (l *Lockout) failed(host string, lockAfter int, lockFor time.Duration) (n int, delay time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -69,8 +71,8 @@ func (l *loginFailures) failed(host string, lockAfter int, lockFor time.Duration
 	return f.n, delay
 }
 
-// lockedFor returns how long host is still locked out (0: not).
-func (l *loginFailures) lockedFor(host string) time.Duration {
+// LockedFor returns how long host is still locked out (0: not).
+func (l *Lockout) LockedFor(host string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if f := l.byHost[host]; f != nil {
@@ -81,8 +83,8 @@ func (l *loginFailures) lockedFor(host string) time.Duration {
 	return 0
 }
 
-// succeeded clears host's count.
-func (l *loginFailures) succeeded(host string) {
+// Succeeded clears host's count.
+func (l *Lockout) Succeeded(host string) {
 	l.mu.Lock()
 	delete(l.byHost, host)
 	l.mu.Unlock()
@@ -90,7 +92,7 @@ func (l *loginFailures) succeeded(host string) {
 
 // logLine reports whether a failed login may be logged now, and how many
 // were not logged before it.
-func (l *loginFailures) logLine() (ok bool, suppressed int) {
+func (l *Lockout) logLine() (ok bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if sec := time.Now().Unix(); sec != l.second {
@@ -105,39 +107,21 @@ func (l *loginFailures) logLine() (ok bool, suppressed int) {
 	return true, suppressed
 }
 
-// loginFailed counts and logs a failed login of user from host on one
-// interface ("sql" or "web": l is that interface's table) and returns how
-// long its answer waits.
-func (s *Server) loginFailed(l *loginFailures, iface, user, host, reason string) time.Duration {
-	cfg := s.Config()
-	n, delay := l.failed(host, cfg.LoginLockoutFailures, cfg.LoginLockoutTime.D())
+// Failed counts and logs a failed login of user from host on interface
+// iface ("sql" or "web") and returns how long its answer waits. With
+// lockAfter > 0, the lockAfter-th failure locks host out for lockFor.
+func (l *Lockout) Failed(log *zap.Logger, iface, user, host, reason string, lockAfter int, lockFor time.Duration) time.Duration {
+	n, delay := l.failed(host, lockAfter, lockFor)
 	if ok, suppressed := l.logLine(); ok {
-		s.log.Warn("login failed", zap.String("interface", iface), zap.String("user", echoName(user)), zap.String("client", host),
+		log.Warn("login failed", zap.String("interface", iface), zap.String("user", echoName(user)), zap.String("client", host),
 			zap.String("reason", reason), zap.Int("failures_from_client", n), zap.Duration("answer_delay", delay),
 			zap.Int("not_logged_before", suppressed))
 	}
 	return delay
 }
 
-// WebLoginFailed records a failed basic-auth login on the web port from
-// remote (host:port) and returns how long the answer must wait: as on the
-// SQL port, logged at a bounded rate, slowed from the third failure, and
-// locked out with login_lockout_failures.
-func (s *Server) WebLoginFailed(remote, user string) time.Duration {
-	s.metrics.rejected("web_auth").Inc()
-	return s.loginFailed(&s.webFails, "web", user, hostOf(remote), "wrong web_user or web_password")
-}
-
-// WebLoginOK clears remote's failed web logins.
-func (s *Server) WebLoginOK(remote string) { s.webFails.succeeded(hostOf(remote)) }
-
-// WebLockedFor returns how long remote is still locked out of the web
-// port (0: not).
-func (s *Server) WebLockedFor(remote string) time.Duration {
-	return s.webFails.lockedFor(hostOf(remote))
-}
-
-func hostOf(remote string) string {
+// HostOf is the host of remote (host:port), or remote if it has no port.
+func HostOf(remote string) string {
 	if h, _, err := net.SplitHostPort(remote); err == nil {
 		return h
 	}

@@ -1,4 +1,4 @@
-package proxy
+package frontend
 
 import (
 	"bytes"
@@ -7,14 +7,16 @@ import (
 	"crypto/sha1"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
+	"encoding/pem"
 	"errors"
-	"sync/atomic"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
-	"github.com/keyshard/keyshard/proxy/engine"
 )
 
 // serverCaps are the capabilities keyshard offers clients. CLIENT_SSL is
@@ -28,7 +30,8 @@ const serverCaps = mysql.CLIENT_LONG_PASSWORD | mysql.CLIENT_FOUND_ROWS | mysql.
 	mysql.CLIENT_DEPRECATE_EOF | mysql.CLIENT_COMPRESS | mysql.CLIENT_ZSTD_COMPRESSION_ALGORITHM |
 	mysql.CLIENT_SESSION_TRACK
 
-const defaultCollationID = 45 // utf8mb4_general_ci
+// DefaultCollationID is the collation greeted with: utf8mb4_general_ci.
+const DefaultCollationID = 45
 
 // newScramble returns 20 random printable bytes (no NUL, as MySQL does).
 func newScramble() []byte {
@@ -54,12 +57,12 @@ type handshakeResponse struct {
 
 func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 	if len(p) < 32 {
-		return nil, newErr(errMalformedPacket, "handshake response too short")
+		return nil, newErr(MalformedPacket, "handshake response too short")
 	}
 	r := &handshakeResponse{}
 	r.caps = binary.LittleEndian.Uint32(p)
 	if r.caps&mysql.CLIENT_PROTOCOL_41 == 0 {
-		return nil, newErr(errNotSupported, "client does not support protocol 4.1")
+		return nil, newErr(NotSupported, "client does not support protocol 4.1")
 	}
 	r.collation = p[8]
 	if r.caps&mysql.CLIENT_LONG_PASSWORD == 0 { // no CLIENT_MYSQL: a MariaDB client
@@ -68,19 +71,19 @@ func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 	pos := 32
 	user, pos, err := wire.ReadNulString(p, pos)
 	if err != nil {
-		return nil, newErr(errMalformedPacket, "handshake response: bad user name")
+		return nil, newErr(MalformedPacket, "handshake response: bad user name")
 	}
 	r.user = string(user)
 	switch {
 	case r.caps&mysql.CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA != 0:
 		auth, _, next, err := wire.ReadLenEncString(p, pos)
 		if err != nil {
-			return nil, newErr(errMalformedPacket, "handshake response: bad auth data")
+			return nil, newErr(MalformedPacket, "handshake response: bad auth data")
 		}
 		r.auth, pos = bytes.Clone(auth), next
 	case r.caps&mysql.CLIENT_SECURE_CONNECTION != 0:
 		if pos >= len(p) || pos+1+int(p[pos]) > len(p) {
-			return nil, newErr(errMalformedPacket, "handshake response: bad auth data")
+			return nil, newErr(MalformedPacket, "handshake response: bad auth data")
 		}
 		n := int(p[pos])
 		r.auth = bytes.Clone(p[pos+1 : pos+1+n])
@@ -88,14 +91,14 @@ func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 	default:
 		auth, next, err := wire.ReadNulString(p, pos)
 		if err != nil {
-			return nil, newErr(errMalformedPacket, "handshake response: bad auth data")
+			return nil, newErr(MalformedPacket, "handshake response: bad auth data")
 		}
 		r.auth, pos = bytes.Clone(auth), next
 	}
 	if r.caps&mysql.CLIENT_CONNECT_WITH_DB != 0 && pos < len(p) {
 		db, next, err := wire.ReadNulString(p, pos)
 		if err != nil {
-			return nil, newErr(errMalformedPacket, "handshake response: bad database name")
+			return nil, newErr(MalformedPacket, "handshake response: bad database name")
 		}
 		r.db, pos = string(db), next
 	}
@@ -120,33 +123,43 @@ func parseHandshakeResponse(p []byte) (*handshakeResponse, error) {
 	return r, nil
 }
 
-// writeInitialHandshake sends Protocol::HandshakeV10.
-func (s *Session) writeInitialHandshake(scramble []byte, plugin string) error {
-	id := s.srv.identity(s.snap)
-	s.greetExt, s.greetMariaDB = id.ext, id.mariaDB
-	caps := greetingCaps(id, s.srv.tlsConf != nil)
+// greetingCaps are the capabilities a greeting announces.
+func greetingCaps(g Greeting, tls bool) uint32 {
+	caps := uint32(serverCaps)
+	if tls {
+		caps |= mysql.CLIENT_SSL
+	}
+	if g.MariaDB {
+		// MariaDB greets without CLIENT_MYSQL (CLIENT_LONG_PASSWORD's
+		// bit), which is how its own clients tell it apart.
+		caps &^= mysql.CLIENT_LONG_PASSWORD
+	}
+	return caps
+}
+
+// writeGreeting sends Protocol::HandshakeV10.
+func (c *Conn) writeGreeting(g Greeting, scramble []byte, plugin string) error {
+	c.greetExt, c.mariaDB = g.Ext, g.MariaDB
+	caps := greetingCaps(g, c.l.tls != nil)
 	b := make([]byte, 0, 128)
 	b = append(b, 10)
-	b = append(b, id.version...)
+	b = append(b, g.Version...)
 	b = append(b, 0)
-	b = binary.LittleEndian.AppendUint32(b, s.id)
+	b = binary.LittleEndian.AppendUint32(b, c.id)
 	b = append(b, scramble[:8]...)
 	b = append(b, 0)
 	b = binary.LittleEndian.AppendUint16(b, uint16(caps))
-	b = append(b, defaultCollationID)
-	b = binary.LittleEndian.AppendUint16(b, newSessionStatus(s.srv.ctx, s.snap.identityNode(), false))
+	b = append(b, DefaultCollationID)
+	b = binary.LittleEndian.AppendUint16(b, g.Status)
 	b = binary.LittleEndian.AppendUint16(b, uint16(caps>>16))
 	b = append(b, byte(len(scramble)+1))
 	b = append(b, make([]byte, 6)...)
-	b = binary.LittleEndian.AppendUint32(b, id.ext) // MariaDB's extended capabilities
+	b = binary.LittleEndian.AppendUint32(b, g.Ext) // MariaDB's extended capabilities
 	b = append(b, scramble[8:]...)
 	b = append(b, 0)
 	b = append(b, plugin...)
 	b = append(b, 0)
-	if err := s.pkt.WritePacket(b); err != nil {
-		return err
-	}
-	return s.pkt.Flush()
+	return c.writeFlush(b)
 }
 
 // echoName is a name the client sent, as an error message repeats it: cut
@@ -164,35 +177,35 @@ func echoName(s string) string {
 const preAuthMaxPacket = 64 << 10
 
 // handshake runs the connection phase: greeting, optional TLS upgrade,
-// authentication (with auth switch and caching_sha2 full authentication).
-func (s *Session) handshake() error {
-	cfg := s.snap.cfg
+// authentication (with auth switch and caching_sha2 full authentication),
+// then the handler's login.
+func (c *Conn) handshake(h Handler, st *Settings) error {
 	// Before login a client sends a handshake response and maybe an auth
 	// switch answer, a few hundred bytes: nothing bigger is read.
-	s.pkt.MaxRead = preAuthMaxPacket
-	defer func() { s.pkt.MaxRead = cfg.MaxAllowedPacket }()
-	plugin := defaultPlugin(cfg.DefaultAuthPlugin)
+	c.pkt.MaxRead = preAuthMaxPacket
+	defer func() { c.pkt.MaxRead = st.MaxPacket }()
+	plugin := defaultPlugin(h.DefaultPlugin())
 	scramble := newScramble()
-	s.scramble = scramble
-	if err := s.writeInitialHandshake(scramble, plugin); err != nil {
+	c.scramble = scramble
+	if err := c.writeGreeting(h.Greeting(), scramble, plugin); err != nil {
 		return err
 	}
-	p, err := s.pkt.ReadPacket()
+	p, err := c.pkt.ReadPacket()
 	if err != nil {
 		return err
 	}
 	if len(p) >= 4 && binary.LittleEndian.Uint32(p)&mysql.CLIENT_SSL != 0 && len(p) == 32 {
-		if s.srv.tlsConf == nil {
-			return newErr(errNotSupported, "TLS requested but keyshard has no tls_cert/tls_key")
+		if c.l.tls == nil {
+			return newErr(NotSupported, "TLS requested but keyshard has no tls_cert/tls_key")
 		}
-		tc := tls.Server(s.pkt.Unread(), s.srv.tlsConf)
+		tc := tls.Server(c.pkt.Unread(), c.l.tls)
 		if err := tc.Handshake(); err != nil {
 			return err
 		}
-		s.nc = tc
-		s.tls = true
-		s.pkt.Reset(tc)
-		if p, err = s.pkt.ReadPacket(); err != nil {
+		c.nc = tc
+		c.tls = true
+		c.pkt.Reset(tc)
+		if p, err = c.pkt.ReadPacket(); err != nil {
 			return err
 		}
 	}
@@ -200,11 +213,9 @@ func (s *Session) handshake() error {
 	if err != nil {
 		return err
 	}
-	s.loginUser = r.user
-	s.caps = r.caps & (serverCaps | mysql.CLIENT_SSL)
-	ext := r.ext & s.greetExt
-	s.cl.SetCaps(s.caps, ext)
-	s.lease.Caps, s.lease.Ext = s.caps, ext
+	c.loginUser = r.user
+	c.caps = r.caps & (serverCaps | mysql.CLIENT_SSL)
+	c.ext = r.ext & c.greetExt
 	clientPlugin := r.plugin
 	if r.caps&mysql.CLIENT_PLUGIN_AUTH == 0 {
 		// A client without auth plugins answered the scramble the 4.1
@@ -212,42 +223,12 @@ func (s *Session) handshake() error {
 		// the pre-4.1 "use the old password" request to it).
 		clientPlugin = mysql.AUTH_NATIVE_PASSWORD
 	}
-	if err := s.authenticate(r.user, clientPlugin, r.auth, scramble); err != nil {
+	if err := c.authenticate(h, r.user, clientPlugin, r.auth, scramble); err != nil {
 		return err
 	}
-	if err := s.setUser(r.user); err != nil {
-		return err
-	}
-	if s.srv.offline.Load() && !s.srv.mayLoginOffline(s.snap.cfg, r.user) {
-		s.srv.metrics.rejected("offline").Inc()
-		return newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused, but for admin users")
-	}
-	s.collation = r.collation
-	s.zstdLevel = r.zstdLevel
-	if err := s.startSession(r.db); err != nil {
-		var ee *engine.Error
-		if errors.As(err, &ee) {
-			// A database for a user without a schema: refused with its
-			// errno like any other login error (the caller answers only
-			// the error types it knows), not by closing the connection.
-			return toMySQL(err)
-		}
-		return err
-	}
-	return nil
-}
-
-// compression is the algorithm the client negotiated: zlib when it asked
-// for CLIENT_COMPRESS (as MySQL, which prefers it when both are set), else
-// zstd with CLIENT_ZSTD_COMPRESSION_ALGORITHM.
-func (s *Session) compression() wire.Compression {
-	switch {
-	case s.caps&mysql.CLIENT_COMPRESS != 0:
-		return wire.CompressZlib
-	case s.caps&mysql.CLIENT_ZSTD_COMPRESSION_ALGORITHM != 0:
-		return wire.CompressZstd
-	}
-	return wire.CompressNone
+	c.collation = r.collation
+	c.zstdLevel = r.zstdLevel
+	return h.Login(Login{User: r.user, DB: r.db, Collation: r.collation})
 }
 
 func defaultPlugin(name string) string {
@@ -257,37 +238,42 @@ func defaultPlugin(name string) string {
 	return mysql.AUTH_NATIVE_PASSWORD
 }
 
+// denied is the error of a refused login.
+func (c *Conn) denied(user string, withPassword bool) error {
+	return newErr(AccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", echoName(user), c.host, yesNo(withPassword))
+}
+
 // authenticate checks the client's credentials. clientPlugin and auth are
 // what the client sent for scramble; an auth switch happens when the user's
 // configured plugin differs or the client's is not supported.
-func (s *Session) authenticate(user, clientPlugin string, auth, scramble []byte) error {
-	denied := newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", echoName(user), s.remoteHost, yesNo(len(auth) > 0))
-	uc, ok := s.snap.cfg.UserPassword(user)
+func (c *Conn) authenticate(users Users, user, clientPlugin string, auth, scramble []byte) error {
+	denied := c.denied(user, len(auth) > 0)
+	uc, ok := users.User(user)
 	want := clientPlugin
-	if ok && uc.AuthPlugin != "" {
-		want = uc.AuthPlugin
+	if ok && uc.Plugin != "" {
+		want = uc.Plugin
 	}
 	if want != mysql.AUTH_NATIVE_PASSWORD && want != mysql.AUTH_CACHING_SHA2_PASSWORD {
-		want = defaultPlugin(s.snap.cfg.DefaultAuthPlugin)
+		want = defaultPlugin(users.DefaultPlugin())
 	}
 	if want != clientPlugin {
 		scramble = newScramble()
-		s.scramble = scramble // a later COM_CHANGE_USER answers this one, as with MariaDB
+		c.scramble = scramble // a later COM_CHANGE_USER answers this one, as with MariaDB
 		b := make([]byte, 0, 64)
 		b = append(b, wire.EOFHeader)
 		b = append(b, want...)
 		b = append(b, 0)
 		b = append(b, scramble...)
 		b = append(b, 0)
-		if err := s.writeFlush(b); err != nil {
+		if err := c.writeFlush(b); err != nil {
 			return err
 		}
-		p, err := s.pkt.ReadPacket()
+		p, err := c.pkt.ReadPacket()
 		if err != nil {
 			return err
 		}
 		auth = bytes.Clone(p)
-		denied = newErr(errAccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", echoName(user), s.remoteHost, yesNo(len(auth) > 0))
+		denied = c.denied(user, len(auth) > 0)
 	}
 	if !ok {
 		return denied
@@ -304,7 +290,7 @@ func (s *Session) authenticate(user, clientPlugin string, auth, scramble []byte)
 		}
 		return nil
 	}
-	return s.cachingSha2(uc.User, uc.Password, auth, scramble, denied)
+	return c.cachingSha2(user, uc.Password, auth, scramble, denied)
 }
 
 func yesNo(b bool) string {
@@ -317,7 +303,7 @@ func yesNo(b bool) string {
 // cachingSha2 implements caching_sha2_password: the fast path for users
 // whose hash is cached after an earlier full authentication, and full
 // authentication over TLS (cleartext) or over a plain connection (RSA).
-func (s *Session) cachingSha2(user, password string, auth, scramble []byte, denied error) error {
+func (c *Conn) cachingSha2(user, password string, auth, scramble []byte, denied error) error {
 	if password == "" {
 		if len(auth) != 0 {
 			return denied
@@ -327,33 +313,33 @@ func (s *Session) cachingSha2(user, password string, auth, scramble []byte, deni
 	if len(auth) == 0 {
 		return denied
 	}
-	if _, cached := s.srv.sha2Cache.Load(user + "\x00" + password); cached {
+	if _, cached := c.l.sha2.Load(user + "\x00" + password); cached {
 		if subtle.ConstantTimeCompare(auth, mysql.CalcCachingSha2Password(scramble, []byte(password))) != 1 {
 			return denied
 		}
-		return s.writeFlush([]byte{0x01, 0x03}) // fast auth success; OK follows
+		return c.writeFlush([]byte{0x01, 0x03}) // fast auth success; OK follows
 	}
-	if err := s.writeFlush([]byte{0x01, 0x04}); err != nil { // perform full authentication
+	if err := c.writeFlush([]byte{0x01, 0x04}); err != nil { // perform full authentication
 		return err
 	}
-	p, err := s.pkt.ReadPacket()
+	p, err := c.pkt.ReadPacket()
 	if err != nil {
 		return err
 	}
 	var clear []byte
 	switch {
-	case s.tls:
+	case c.tls:
 		clear = bytes.TrimRight(p, "\x00")
 	case len(p) == 1 && p[0] == 0x02: // request public key
-		b := append([]byte{0x01}, s.srv.rsaPubPEM...)
-		if err := s.writeFlush(b); err != nil {
+		b := append([]byte{0x01}, c.l.rsa.pubPEM...)
+		if err := c.writeFlush(b); err != nil {
 			return err
 		}
-		enc, err := s.pkt.ReadPacket()
+		enc, err := c.pkt.ReadPacket()
 		if err != nil {
 			return err
 		}
-		plain, err := rsa.DecryptOAEP(sha1.New(), rand.Reader, s.srv.rsaKey, enc, nil)
+		plain, err := rsa.DecryptOAEP(sha1.New(), rand.Reader, c.l.rsa.key, enc, nil)
 		if err != nil {
 			return denied
 		}
@@ -362,116 +348,127 @@ func (s *Session) cachingSha2(user, password string, auth, scramble []byte, deni
 		}
 		clear = bytes.TrimRight(plain, "\x00")
 	default:
-		return newErr(errAccessDenied, "Access denied for user '%s'@'%s': caching_sha2_password full authentication needs TLS or the RSA public key exchange", echoName(user), s.remoteHost)
+		return newErr(AccessDenied, "Access denied for user '%s'@'%s': caching_sha2_password full authentication needs TLS or the RSA public key exchange", echoName(user), c.host)
 	}
 	if subtle.ConstantTimeCompare(clear, []byte(password)) != 1 {
 		return denied
 	}
-	s.srv.sha2Cache.Store(user+"\x00"+password, struct{}{})
+	c.l.sha2.Store(user+"\x00"+password, struct{}{})
 	return nil
 }
 
-func (s *Session) writeFlush(b []byte) error {
-	if err := s.pkt.WritePacket(b); err != nil {
-		return err
-	}
-	return s.pkt.Flush()
-}
-
-// changeUser handles COM_CHANGE_USER as MariaDB does: the client's answer
+// ChangeUser runs COM_CHANGE_USER (p) as MariaDB does: the client's answer
 // was computed over the scramble of the greeting (or of the last auth
 // switch), so it is checked against that one, with an auth switch only
-// when the user's plugin differs from the client's. Then the session is
-// reset as for a new connection. A failed change (the error is a keyshard
-// *Error) leaves the old session as it was.
-func (s *Session) changeUser(p []byte) error {
+// when the user's plugin differs from the client's. Then h.Login restarts
+// the session as the new user. A refused change leaves the session as it
+// was; the third on a connection, or a Login that fails, is an
+// *EndingError: the connection ends after its answer.
+func (c *Conn) ChangeUser(h Handler, p []byte) error {
 	pos := 1
 	user, pos, err := wire.ReadNulString(p, pos)
 	if err != nil {
-		return newErr(errMalformedPacket, "COM_CHANGE_USER: bad user name")
+		return newErr(MalformedPacket, "COM_CHANGE_USER: bad user name")
 	}
 	var auth []byte
-	if s.caps&mysql.CLIENT_SECURE_CONNECTION != 0 {
+	if c.caps&mysql.CLIENT_SECURE_CONNECTION != 0 {
 		if pos >= len(p) || pos+1+int(p[pos]) > len(p) {
-			return newErr(errMalformedPacket, "COM_CHANGE_USER: bad auth data")
+			return newErr(MalformedPacket, "COM_CHANGE_USER: bad auth data")
 		}
 		auth = p[pos+1 : pos+1+int(p[pos])]
 		pos += 1 + int(p[pos])
 	} else if auth, pos, err = wire.ReadNulString(p, pos); err != nil {
-		return newErr(errMalformedPacket, "COM_CHANGE_USER: bad auth data")
+		return newErr(MalformedPacket, "COM_CHANGE_USER: bad auth data")
 	}
 	auth = bytes.Clone(auth) // p is the read buffer; an auth switch reads on
 	db, pos, err := wire.ReadNulString(p, pos)
 	if err != nil {
-		return newErr(errMalformedPacket, "COM_CHANGE_USER: bad database name")
+		return newErr(MalformedPacket, "COM_CHANGE_USER: bad database name")
 	}
-	collation := s.collation
+	collation := c.collation
 	if pos+2 <= len(p) {
 		collation = p[pos]
 		pos += 2
 	}
 	plugin := mysql.AUTH_NATIVE_PASSWORD
-	if s.caps&mysql.CLIENT_PLUGIN_AUTH != 0 && pos < len(p) {
+	if c.caps&mysql.CLIENT_PLUGIN_AUTH != 0 && pos < len(p) {
 		if name, _, err := wire.ReadNulString(p, pos); err == nil {
 			plugin = string(name)
 		}
 	}
 	userS, dbS := string(user), string(db)
-	if err := s.authenticate(userS, plugin, auth, s.scramble); err != nil {
+	if err := c.authenticate(h, userS, plugin, auth, c.scramble); err != nil {
 		// As MariaDB: a refusal is answered after a pause, and the third
 		// on a connection ends it, so that one connection cannot try
 		// password after password.
-		var pe *Error
-		if errors.As(err, &pe) && pe.kind == errAccessDenied {
-			time.Sleep(changeUserPause)
+		if IsAccessDenied(err) {
+			time.Sleep(ChangeUserPause)
 		}
-		if s.badChange++; s.badChange >= 3 {
-			return &endingError{err}
+		if c.badChange++; c.badChange >= 3 {
+			return &EndingError{err}
 		}
 		return err
 	}
-	if err := s.setUser(userS); err != nil {
+	prev := c.collation
+	c.collation = collation
+	if err := h.Login(Login{User: userS, DB: dbS, Collation: collation}); err != nil {
+		var end *EndingError
+		if !errors.As(err, &end) {
+			c.collation = prev
+		}
 		return err
-	}
-	s.endSession()
-	s.collation = collation
-	if err := s.startSession(dbS); err != nil {
-		// The old session is gone already: the connection ends with the
-		// error rather than go on half changed.
-		return &endingError{err}
 	}
 	return nil
 }
 
-// changeUserPause is how long a refused COM_CHANGE_USER waits before its
+// ChangeUserPause is how long a refused COM_CHANGE_USER waits before its
 // answer (MariaDB waits about as long). A variable only so that the
 // session fuzz test can send many refused changes.
-var changeUserPause = time.Second
+var ChangeUserPause = time.Second
 
-// endingError is an error after which the connection is closed.
-type endingError struct{ err error }
+// rsaKey is caching_sha2_password's RSA key pair.
+type rsaKey struct {
+	key    *rsa.PrivateKey
+	pubPEM []byte
+}
 
-func (e *endingError) Error() string { return e.err.Error() }
-func (e *endingError) Unwrap() error { return e.err }
-
-// setUser makes user the session's user, counting the session against the
-// user's max_connections (user_list); past it, ER_USER_LIMIT_REACHED.
-func (s *Session) setUser(user string) error {
-	uc, _ := s.snap.cfg.UserPassword(user)
-	v, ok := s.srv.userConns.Load(user)
-	if !ok {
-		v, _ = s.srv.userConns.LoadOrStore(user, new(atomic.Int64))
+// load reads the PEM key at path (PKCS#1 or PKCS#8), or makes a new key
+// when path is "".
+func (k *rsaKey) load(path string) error {
+	var key *rsa.PrivateKey
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("rsa_key: %w", err)
+		}
+		block, _ := pem.Decode(b)
+		if block == nil {
+			return fmt.Errorf("rsa_key %s: no PEM block", path)
+		}
+		pk1, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+		if err != nil {
+			pk, err2 := x509.ParsePKCS8PrivateKey(block.Bytes)
+			if err2 != nil {
+				return fmt.Errorf("rsa_key %s: %w", path, err)
+			}
+			var ok bool
+			if pk1, ok = pk.(*rsa.PrivateKey); !ok {
+				return fmt.Errorf("rsa_key %s: not an RSA key", path)
+			}
+		}
+		key = pk1
+	} else {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return err
+		}
+		key = k
 	}
-	c := v.(*atomic.Int64)
-	if n := c.Add(1); uc.MaxConnections > 0 && n > int64(uc.MaxConnections) {
-		c.Add(-1)
-		s.srv.metrics.rejected("user_max_connections").Inc()
-		return newErr(errUserLimit, "User '%s' has exceeded the 'max_connections' resource of its user_list entry (current value: %d)", user, uc.MaxConnections)
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
 	}
-	if s.userConns != nil {
-		s.userConns.Add(-1)
-	}
-	s.userConns = c
-	s.user = user
+	k.key = key
+	k.pubPEM = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 	return nil
 }

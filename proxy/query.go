@@ -1,0 +1,299 @@
+package proxy
+
+import (
+	"strings"
+	"unsafe"
+
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/router"
+)
+
+// COM_QUERY by statement class. Each class is one entry of queryClasses,
+// tried in order: an entry whose test holds runs, and the first that
+// answers the statement ends it. Some entries are steps every statement
+// goes through (the checks, the write marks) and answer only a statement
+// they refuse; the last entry forwards whatever is left. So a reader sees
+// the order in one table, and a new class of statement is one entry.
+
+// comQuery is the COM_QUERY being handled (Session.q, reused).
+type comQuery struct {
+	p    []byte
+	sql  string // p's text: valid until the next client read
+	info router.Info
+	// What runs once the statement was answered, with the answer's error:
+	// the result cache's fill of this answer, the tables whose cached
+	// answers a write makes stale, the read-your-writes mark.
+	fill      func(error)
+	wrote     []string
+	wroteSet  bool
+	markWrite bool
+}
+
+// single reports whether the statement is one statement (not a batch).
+func (q *comQuery) single() bool { return q.info.Flags&router.FlagMulti == 0 }
+
+// queryClass is one class of statements: test picks them, run handles
+// them and reports whether it answered.
+type queryClass struct {
+	name string
+	test func(*Session) bool
+	run  func(*Session) (answered bool, err error)
+}
+
+var queryClasses = [...]queryClass{
+	{"SHOW WARNINGS of an admin statement", func(s *Session) bool { return s.warnings != nil }, (*Session).qWarnings},
+	{"admin statement", (*Session).isAdmin, (*Session).qAdmin},
+	{"checks: time limit, digest, blacklist, privileges", always, (*Session).qChecks},
+	{"result cache", func(s *Session) bool { return s.srv.rcache.on.Load() }, (*Session).qCache},
+	{"write marks, batch mode", always, (*Session).qMarks},
+	{"batch", func(s *Session) bool { return !s.q.single() }, (*Session).qBatch},
+	{"EXPLAIN SHARD", (*Session).isExplainShard, (*Session).qExplainShard},
+	{"KILL", kindIs(router.KindKill), (*Session).qKill},
+	{"USE", singleKind(router.KindUse), (*Session).qUse},
+	{"SET", singleKind(router.KindSet), (*Session).qSet},
+	{"LOCK TABLES", kindIs(router.KindLockTables), (*Session).qLock},
+	{"pinning", always, (*Session).qSticky},
+	{"LOAD DATA into a sharded table", shardedKind(router.KindLoad), (*Session).qLoad},
+	{"introspection of sharded tables", (*Session).isIntrospection, (*Session).qIntrospect},
+	{"routed by the shard rules", (*Session).isShardedSingle, (*Session).qRouted},
+	{"forwarded", always, (*Session).qForward},
+}
+
+func always(*Session) bool { return true }
+
+func kindIs(k router.Kind) func(*Session) bool {
+	return func(s *Session) bool { return s.q.info.Kind == k }
+}
+
+func singleKind(k router.Kind) func(*Session) bool {
+	return func(s *Session) bool { return s.q.info.Kind == k && s.q.single() }
+}
+
+func shardedKind(k router.Kind) func(*Session) bool {
+	return func(s *Session) bool { return s.q.info.Kind == k && s.isShardedSingle() }
+}
+
+// query handles COM_QUERY.
+func (s *Session) query(p []byte) error {
+	q := &s.q
+	*q = comQuery{p: p, sql: unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)}
+	q.info = router.Classify(q.sql)
+	var err error
+	for i := range queryClasses {
+		c := &queryClasses[i]
+		if !c.test(s) {
+			continue
+		}
+		var answered bool
+		if answered, err = c.run(s); answered {
+			break
+		}
+	}
+	if q.markWrite {
+		s.lease.MarkWrite()
+	}
+	if q.fill != nil {
+		q.fill(err)
+	}
+	if q.wroteSet {
+		s.wrote(q.wrote)
+	}
+	*q = comQuery{}
+	return err
+}
+
+func (s *Session) isShardedSingle() bool {
+	return s.route != nil && s.route.Sharded() && s.q.single()
+}
+
+func (s *Session) qWarnings() (bool, error) { return true, s.showWarnings(s.q.sql) }
+
+func (s *Session) isAdmin() bool {
+	q := &s.q
+	return q.single() && isAdminCandidate(q.sql[q.info.Start:]) && !s.hinted(q.sql[:q.info.Start])
+}
+
+func (s *Session) qAdmin() (bool, error) { return s.adminStmt(s.q.sql[s.q.info.Start:]) }
+
+// qChecks arms the statement's time limit, finds its digest, and refuses
+// it if the blacklist or the user's privileges do.
+func (s *Session) qChecks() (bool, error) {
+	q := &s.q
+	if q.info.Kind == router.KindLoad {
+		// LOAD DATA LOCAL reads the file into the buffer sql is in.
+		s.tr.proc.setText(strings.Clone(q.sql))
+	}
+	s.armTimeout(s.stmtTimeout(q.sql, q.info))
+	s.tr.entry = s.digestOf(q.sql, s.isShardedSingle())
+	s.tr.mark(digest.Parse)
+	if err := s.checkBlack(q.sql, q.info); err != nil {
+		return true, s.fail(err)
+	}
+	if err := s.mayRun(q.sql, q.info); err != nil {
+		return true, s.fail(err)
+	}
+	return false, nil
+}
+
+// qCache answers a read from the result cache, or has its answer kept;
+// a write makes the cached answers of its tables stale.
+func (s *Session) qCache() (bool, error) {
+	q := &s.q
+	if cacheWrites(q.info) {
+		q.wrote, q.wroteSet = s.writtenTables(q.sql, q.info), true
+		return false, nil
+	}
+	handled, fill, err := s.fromCache(q.sql, q.info)
+	if handled || err != nil {
+		return true, err
+	}
+	if fill != nil {
+		// Filled from the master: a lagging replica's answer would be
+		// kept under the generation of a write it has not seen yet.
+		q.info.Flags |= router.FlagMasterOnly
+		q.fill = fill
+	}
+	return false, nil
+}
+
+func (s *Session) qMarks() (bool, error) {
+	q := &s.q
+	if s.lease.Tracking() && router.Writes(q.info) {
+		q.markWrite = true
+	}
+	if !q.single() && !s.vars.Multi {
+		// Without multi-statements the server reads one statement: a
+		// compound one (CREATE PROCEDURE ... BEGIN ...; ...; END) or a
+		// syntax error with the server's own message. The backend
+		// connection is synced to the client's setting: let it answer.
+		q.info.Flags &^= router.FlagMulti
+	}
+	return false, nil
+}
+
+// qBatch refuses the batches keyshard cannot run as one server would, and
+// runs the KILLs of a batch itself.
+func (s *Session) qBatch() (bool, error) {
+	q := &s.q
+	if s.lease.Branches() > 0 {
+		return true, s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch inside a transaction over several nodes is not "+
+			"supported (it could end the transaction on one node only); send its statements one by one (the transaction is still open)"))
+	}
+	if s.route != nil && s.route.Sharded() {
+		if name := s.route.MentionsSharded(q.sql); name != "" {
+			// A batch goes to one node as it is: refuse it rather than run
+			// it where the sharded table does not exist.
+			return true, s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch that names sharded table %s is not routed; "+
+				"send its statements one by one", name))
+		}
+	}
+	if q.info.Flags&router.FlagKill == 0 {
+		return false, nil
+	}
+	out, ok, err := s.killBatch(q.sql)
+	if err != nil {
+		return true, s.fail(err)
+	}
+	if !ok {
+		return false, nil
+	}
+	s.lease.Stick(router.Sticky(q.info))
+	if q.info.Kind == router.KindLockTables {
+		s.lease.SetLockTables(true)
+	}
+	return true, s.eng.Forward(nil, nil, &out, &q.info)
+}
+
+func (s *Session) isExplainShard() bool {
+	q := &s.q
+	return q.info.Start < len(q.sql) && q.sql[q.info.Start]|0x20 == 'e'
+}
+
+func (s *Session) qExplainShard() (bool, error) {
+	rest, ok := cutPrefixFold(s.q.sql[s.q.info.Start:], "explain shard ")
+	if !ok {
+		return false, nil
+	}
+	return true, s.explainShard(rest)
+}
+
+func (s *Session) qKill() (bool, error) { return true, s.killStmt(s.q.sql[s.q.info.Start:]) }
+
+func (s *Session) qUse() (bool, error) {
+	db := strings.Clone(parseUse(s.q.sql[s.q.info.Start:]))
+	if db == "" {
+		return false, nil
+	}
+	if err := s.useDB(db); err != nil {
+		return true, s.fail(err)
+	}
+	return true, s.writeUseOK()
+}
+
+func (s *Session) qSet() (bool, error) { return true, s.set(s.q.p, s.q.sql) }
+
+func (s *Session) qLock() (bool, error) {
+	if !s.q.single() {
+		s.lease.SetLockTables(true)
+		return false, nil
+	}
+	return true, s.lockTables(s.q.p, s.q.sql, s.q.info)
+}
+
+func (s *Session) qSticky() (bool, error) {
+	if why := router.Sticky(s.q.info); why != "" {
+		s.lease.Stick(why)
+	}
+	return false, nil
+}
+
+func (s *Session) qLoad() (bool, error) {
+	ld, err := s.route.PlanLoad(s.getParser(), s.q.sql, s.vars.DB)
+	if err != nil {
+		return true, s.fail(err)
+	}
+	if ld == nil {
+		return false, nil
+	}
+	return true, s.loadData(ld)
+}
+
+func (s *Session) isIntrospection() bool { return s.isShardedSingle() && lookable(s.q.sql, s.q.info) }
+
+// qIntrospect answers SHOW, DESCRIBE and information_schema reads of
+// sharded tables as one server would show their logical tables.
+func (s *Session) qIntrospect() (bool, error) {
+	q := &s.q
+	if l := s.route.Look(s.getParser(), q.sql, s.vars.DB); l != nil {
+		return true, s.look(l, q.sql, q.info)
+	}
+	if q.info.Kind == router.KindShow {
+		return s.explain(q.sql, q.info)
+	}
+	return false, nil
+}
+
+func (s *Session) qRouted() (bool, error) { return s.routed(s.q.p, s.q.sql, s.q.info) }
+
+// qForward sends the statement as it is to the pinned connection or the
+// default node.
+func (s *Session) qForward() (bool, error) {
+	q := &s.q
+	if q.info.Kind == router.KindShow && q.single() && s.c.Compression() != wire.CompressNone && isShowSessionStatus(q.sql[q.info.Start:]) {
+		// The backend connection is not compressed; the client's is.
+		s.eng.RowHook = compressionOn
+		defer func() { s.eng.RowHook = nil }()
+	}
+	if q.info.Flags&router.FlagSessionFunc != 0 && q.single() {
+		out, changed, err := s.getParser().RewriteSessionFuncs(q.sql, s.sessionValues())
+		if err == nil && changed {
+			return true, s.eng.Forward(nil, nil, &out, &q.info)
+		}
+	}
+	err := s.eng.Forward(nil, q.p, nil, &q.info)
+	if q.info.Kind == router.KindUnlockTables && err == nil {
+		s.lease.SetLockTables(false)
+	}
+	return true, err
+}
