@@ -29,7 +29,7 @@ func (x *execution) run(n *backend.Node, sql string, params []int) error {
 	ex := engine.Exec{Read: st.read, Retry: st.retry, Cursor: x.cursor, FoundRows: st.calcFoundRows,
 		Send: func(bc *backend.Conn) error { return x.send(bc, sql, params) },
 		Opened: func(bc *backend.Conn) {
-			key := s.keyFor(st, sql)
+			key := s.ps.keyFor(st, sql)
 			if bs := bc.CachedStmt(key, nil); bs != nil {
 				bs.Cursor = true
 				st.cursor, st.cursorSt = bc, bs
@@ -60,7 +60,7 @@ func (x *execution) send(bc *backend.Conn, sql string, params []int) error {
 // stmtOn returns bc's handle of the statement as sql, preparing it there
 // if needed.
 func (x *execution) stmtOn(bc *backend.Conn, sql string) (*backend.Stmt, error) {
-	key := x.s.keyFor(x.st, sql)
+	key := x.s.ps.keyFor(x.st, sql)
 	if bs := bc.CachedStmt(key, x.st.ref); bs != nil {
 		return bs, nil
 	}
@@ -135,7 +135,7 @@ func (x *execution) sendLeg(l *engine.Leg) error {
 		handles[i] = bs
 	}
 	for i, sql := range l.Route.SQL {
-		if l.BC.CachedStmt(x.s.keyFor(x.st, sql), nil) != handles[i] {
+		if l.BC.CachedStmt(x.s.ps.keyFor(x.st, sql), nil) != handles[i] {
 			return newErr(errNotSupported, "keyshard: stmt_cache_size %d is smaller than the %d sub-tables this statement runs on node %s",
 				x.s.snap.cfg.StmtCacheSize, len(l.Route.SQL), l.BC.Node())
 		}
@@ -196,12 +196,13 @@ const (
 // client last sent, which the backend statement may not have seen: they
 // are put in. A statement on sharded tables is refused (its rows would
 // need splitting by shard).
-func (s *Session) stmtBulk(st *prepared, p []byte) error {
+func (t *stmtTable) stmtBulk(st *prepared, p []byte) error {
+	s := t.s
 	s.traceStmt(st, false)
 	if len(p) < 7 {
 		return s.fail(newErr(errMalformedPacket, "COM_STMT_BULK_EXECUTE: short packet"))
 	}
-	if err := s.closeCursor(st); err != nil {
+	if err := t.closeCursor(st); err != nil {
 		return s.fail(err)
 	}
 	defer st.clearLong() // long data belongs to an EXECUTE, not to a bulk

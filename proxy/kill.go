@@ -113,7 +113,7 @@ func (s *Session) interrupt(closeConn bool) {
 	p := &s.tr.proc
 	p.mu.Lock()
 	if p.cmd.Load() >= 0 { // a statement runs: stop it on each of its connections
-		s.killQueriesLocked()
+		s.tr.killQueriesLocked(s.c.Log())
 	}
 	p.mu.Unlock()
 	if closeConn {

@@ -4,8 +4,10 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -42,22 +44,22 @@ type queryClass struct {
 }
 
 var queryClasses = [...]queryClass{
-	{"SHOW WARNINGS of an admin statement", func(s *Session) bool { return s.warnings != nil }, (*Session).qWarnings},
-	{"admin statement", (*Session).isAdmin, (*Session).qAdmin},
-	{"checks: time limit, digest, blacklist, privileges", always, (*Session).qChecks},
-	{"result cache", func(s *Session) bool { return s.srv.rcache.on.Load() }, (*Session).qCache},
-	{"write marks, batch mode", always, (*Session).qMarks},
-	{"batch", func(s *Session) bool { return !s.q.single() }, (*Session).qBatch},
-	{"EXPLAIN SHARD", (*Session).isExplainShard, (*Session).qExplainShard},
-	{"KILL", kindIs(router.KindKill), (*Session).qKill},
-	{"USE", singleKind(router.KindUse), (*Session).qUse},
-	{"SET", singleKind(router.KindSet), (*Session).qSet},
-	{"LOCK TABLES", kindIs(router.KindLockTables), (*Session).qLock},
-	{"pinning", always, (*Session).qSticky},
-	{"LOAD DATA into a sharded table", shardedKind(router.KindLoad), (*Session).qLoad},
-	{"introspection of sharded tables", (*Session).isIntrospection, (*Session).qIntrospect},
-	{"routed by the shard rules", (*Session).isShardedSingle, (*Session).qRouted},
-	{"forwarded", always, (*Session).qForward},
+	{"SHOW WARNINGS of an admin statement", func(s *Session) bool { return s.warnings != nil }, qWarnings},
+	{"admin statement", isAdmin, qAdmin},
+	{"checks: time limit, digest, blacklist, privileges", always, qChecks},
+	{"result cache", func(s *Session) bool { return s.srv.rcache.on.Load() }, qCache},
+	{"write marks, batch mode", always, qMarks},
+	{"batch", func(s *Session) bool { return !s.q.single() }, qBatch},
+	{"EXPLAIN SHARD", isExplainShard, qExplainShard},
+	{"KILL", kindIs(router.KindKill), qKill},
+	{"USE", singleKind(router.KindUse), qUse},
+	{"SET", singleKind(router.KindSet), qSet},
+	{"LOCK TABLES", kindIs(router.KindLockTables), qLock},
+	{"pinning", always, qSticky},
+	{"LOAD DATA into a sharded table", shardedKind(router.KindLoad), qLoad},
+	{"introspection of sharded tables", isIntrospection, qIntrospect},
+	{"routed by the shard rules", isShardedSingle, qRouted},
+	{"forwarded", always, qForward},
 }
 
 func always(*Session) bool { return true }
@@ -71,7 +73,7 @@ func singleKind(k router.Kind) func(*Session) bool {
 }
 
 func shardedKind(k router.Kind) func(*Session) bool {
-	return func(s *Session) bool { return s.q.info.Kind == k && s.isShardedSingle() }
+	return func(s *Session) bool { return s.q.info.Kind == k && isShardedSingle(s) }
 }
 
 // query handles COM_QUERY.
@@ -97,35 +99,35 @@ func (s *Session) query(p []byte) error {
 		q.fill(err)
 	}
 	if q.wroteSet {
-		s.wrote(q.wrote)
+		s.cache.wrote(q.wrote)
 	}
 	*q = comQuery{}
 	return err
 }
 
-func (s *Session) isShardedSingle() bool {
+func isShardedSingle(s *Session) bool {
 	return s.route != nil && s.route.Sharded() && s.q.single()
 }
 
-func (s *Session) qWarnings() (bool, error) { return true, s.showWarnings(s.q.sql) }
+func qWarnings(s *Session) (bool, error) { return true, s.showWarnings(s.q.sql) }
 
-func (s *Session) isAdmin() bool {
+func isAdmin(s *Session) bool {
 	q := &s.q
 	return q.single() && isAdminCandidate(q.sql[q.info.Start:]) && !s.hinted(q.sql[:q.info.Start])
 }
 
-func (s *Session) qAdmin() (bool, error) { return s.adminStmt(s.q.sql[s.q.info.Start:]) }
+func qAdmin(s *Session) (bool, error) { return s.adminStmt(s.q.sql[s.q.info.Start:]) }
 
 // qChecks arms the statement's time limit, finds its digest, and refuses
 // it if the blacklist or the user's privileges do.
-func (s *Session) qChecks() (bool, error) {
+func qChecks(s *Session) (bool, error) {
 	q := &s.q
 	if q.info.Kind == router.KindLoad {
 		// LOAD DATA LOCAL reads the file into the buffer sql is in.
 		s.tr.proc.setText(strings.Clone(q.sql))
 	}
-	s.armTimeout(s.stmtTimeout(q.sql, q.info))
-	s.tr.entry = s.digestOf(q.sql, s.isShardedSingle())
+	s.limit.arm(s.limit.of(q.sql, q.info))
+	s.tr.entry = s.digestOf(q.sql, isShardedSingle(s))
 	s.tr.mark(digest.Parse)
 	if err := s.checkBlack(q.sql, q.info); err != nil {
 		return true, s.fail(err)
@@ -138,13 +140,13 @@ func (s *Session) qChecks() (bool, error) {
 
 // qCache answers a read from the result cache, or has its answer kept;
 // a write makes the cached answers of its tables stale.
-func (s *Session) qCache() (bool, error) {
+func qCache(s *Session) (bool, error) {
 	q := &s.q
 	if cacheWrites(q.info) {
-		q.wrote, q.wroteSet = s.writtenTables(q.sql, q.info), true
+		q.wrote, q.wroteSet = s.cache.written(q.sql, q.info), true
 		return false, nil
 	}
-	handled, fill, err := s.fromCache(q.sql, q.info)
+	handled, fill, err := s.cache.lookup(q.sql, q.info)
 	if handled || err != nil {
 		return true, err
 	}
@@ -157,7 +159,7 @@ func (s *Session) qCache() (bool, error) {
 	return false, nil
 }
 
-func (s *Session) qMarks() (bool, error) {
+func qMarks(s *Session) (bool, error) {
 	q := &s.q
 	if s.lease.Tracking() && router.Writes(q.info) {
 		q.markWrite = true
@@ -174,7 +176,7 @@ func (s *Session) qMarks() (bool, error) {
 
 // qBatch refuses the batches keyshard cannot run as one server would, and
 // runs the KILLs of a batch itself.
-func (s *Session) qBatch() (bool, error) {
+func qBatch(s *Session) (bool, error) {
 	q := &s.q
 	if s.lease.Branches() > 0 {
 		return true, s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch inside a transaction over several nodes is not "+
@@ -205,12 +207,12 @@ func (s *Session) qBatch() (bool, error) {
 	return true, s.eng.Forward(nil, nil, &out, &q.info)
 }
 
-func (s *Session) isExplainShard() bool {
+func isExplainShard(s *Session) bool {
 	q := &s.q
 	return q.info.Start < len(q.sql) && q.sql[q.info.Start]|0x20 == 'e'
 }
 
-func (s *Session) qExplainShard() (bool, error) {
+func qExplainShard(s *Session) (bool, error) {
 	rest, ok := cutPrefixFold(s.q.sql[s.q.info.Start:], "explain shard ")
 	if !ok {
 		return false, nil
@@ -218,9 +220,9 @@ func (s *Session) qExplainShard() (bool, error) {
 	return true, s.explainShard(rest)
 }
 
-func (s *Session) qKill() (bool, error) { return true, s.killStmt(s.q.sql[s.q.info.Start:]) }
+func qKill(s *Session) (bool, error) { return true, s.killStmt(s.q.sql[s.q.info.Start:]) }
 
-func (s *Session) qUse() (bool, error) {
+func qUse(s *Session) (bool, error) {
 	db := strings.Clone(parseUse(s.q.sql[s.q.info.Start:]))
 	if db == "" {
 		return false, nil
@@ -231,9 +233,9 @@ func (s *Session) qUse() (bool, error) {
 	return true, s.writeUseOK()
 }
 
-func (s *Session) qSet() (bool, error) { return true, s.set(s.q.p, s.q.sql) }
+func qSet(s *Session) (bool, error) { return true, s.set(s.q.p, s.q.sql) }
 
-func (s *Session) qLock() (bool, error) {
+func qLock(s *Session) (bool, error) {
 	if !s.q.single() {
 		s.lease.SetLockTables(true)
 		return false, nil
@@ -241,14 +243,14 @@ func (s *Session) qLock() (bool, error) {
 	return true, s.lockTables(s.q.p, s.q.sql, s.q.info)
 }
 
-func (s *Session) qSticky() (bool, error) {
+func qSticky(s *Session) (bool, error) {
 	if why := router.Sticky(s.q.info); why != "" {
 		s.lease.Stick(why)
 	}
 	return false, nil
 }
 
-func (s *Session) qLoad() (bool, error) {
+func qLoad(s *Session) (bool, error) {
 	ld, err := s.route.PlanLoad(s.getParser(), s.q.sql, s.vars.DB)
 	if err != nil {
 		return true, s.fail(err)
@@ -259,11 +261,11 @@ func (s *Session) qLoad() (bool, error) {
 	return true, s.loadData(ld)
 }
 
-func (s *Session) isIntrospection() bool { return s.isShardedSingle() && lookable(s.q.sql, s.q.info) }
+func isIntrospection(s *Session) bool { return isShardedSingle(s) && lookable(s.q.sql, s.q.info) }
 
 // qIntrospect answers SHOW, DESCRIBE and information_schema reads of
 // sharded tables as one server would show their logical tables.
-func (s *Session) qIntrospect() (bool, error) {
+func qIntrospect(s *Session) (bool, error) {
 	q := &s.q
 	if l := s.route.Look(s.getParser(), q.sql, s.vars.DB); l != nil {
 		return true, s.look(l, q.sql, q.info)
@@ -274,11 +276,11 @@ func (s *Session) qIntrospect() (bool, error) {
 	return false, nil
 }
 
-func (s *Session) qRouted() (bool, error) { return s.routed(s.q.p, s.q.sql, s.q.info) }
+func qRouted(s *Session) (bool, error) { return s.routed(s.q.p, s.q.sql, s.q.info) }
 
 // qForward sends the statement as it is to the pinned connection or the
 // default node.
-func (s *Session) qForward() (bool, error) {
+func qForward(s *Session) (bool, error) {
 	q := &s.q
 	if q.info.Kind == router.KindShow && q.single() && s.c.Compression() != wire.CompressNone && isShowSessionStatus(q.sql[q.info.Start:]) {
 		// The backend connection is not compressed; the client's is.
@@ -296,4 +298,75 @@ func (s *Session) qForward() (bool, error) {
 		s.lease.SetLockTables(false)
 	}
 	return true, err
+}
+
+// lookable reports whether sql may look at a table's definition (SHOW,
+// DESCRIBE, EXPLAIN, a SELECT on information_schema): see router.Look.
+func lookable(sql string, info router.Info) bool {
+	switch info.Kind {
+	case router.KindShow:
+		return true
+	case router.KindSelect:
+		return containsFold(sql, "information_schema")
+	}
+	return false
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// in any case.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i]|0x20 == sub[0] && strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// isShowSessionStatus reports whether stmt is SHOW [SESSION | LOCAL]
+// STATUS ..., whose Compression row is the session's own.
+func isShowSessionStatus(stmt string) bool {
+	f := strings.Fields(stmt)
+	if len(f) < 2 || !strings.EqualFold(f[0], "show") {
+		return false
+	}
+	if strings.EqualFold(f[1], "session") || strings.EqualFold(f[1], "local") {
+		f = f[1:]
+	}
+	return len(f) >= 2 && (strings.EqualFold(f[1], "status") || strings.HasPrefix(strings.ToLower(f[1]), "status;"))
+}
+
+// compressionOn is the row hook for SHOW STATUS on a compressed client
+// connection: its Compression row says ON, whatever the backend's says.
+func compressionOn(row []byte) []byte {
+	name, _, n, err := wire.ReadLenEncString(row, 0)
+	if err != nil || string(name) != "Compression" {
+		return row
+	}
+	if _, _, end, err := wire.ReadLenEncString(row, n); err != nil || end != len(row) {
+		return row
+	}
+	return wire.AppendLenEncString(wire.AppendLenEncString(nil, "Compression"), "ON")
+}
+
+// lockTables runs LOCK TABLES: its connection is pinned while the locks
+// are held; a LOCK TABLES that fails holds none (the server released the
+// earlier ones too), and one naming a sharded table is refused.
+func (s *Session) lockTables(p []byte, sql string, info router.Info) error {
+	if s.lease.Branches() > 0 {
+		return s.fail(newErr(errNotSupported, "keyshard: LOCK TABLES would commit a transaction over several nodes implicitly, "+
+			"which keyshard cannot do in two phases; COMMIT first (the transaction is still open)"))
+	}
+	if s.route != nil && s.route.Sharded() {
+		if name := s.route.MentionsSharded(sql); name != "" {
+			return s.fail(newErr(errNotSupported, "keyshard: LOCK TABLES of sharded table %s is not supported: its sub-tables are on "+
+				"several nodes (nothing was locked)", name))
+		}
+	}
+	s.lease.SetLockTables(true)
+	return s.eng.ForwardThen(nil, p, nil, &info, func(_ *backend.Conn, res engine.Result) {
+		if res.Err != nil {
+			s.lease.SetLockTables(false)
+		}
+	})
 }

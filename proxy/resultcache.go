@@ -222,10 +222,22 @@ func (c *resultCache) stats() (entries int, bytes int64) {
 
 // Session side.
 
-// cacheTTL is how long statement sql's answer may be cached, and whether
+// cacheUse is a session's use of the result cache: the answers it looks
+// up and fills, and the stale entries its writes make.
+type cacheUse struct {
+	s      *Session
+	keyBuf []byte // scratch for keys
+	// The tables the open transaction wrote (txWroteAll: unknown ones),
+	// whose cache entries go stale again when it ends.
+	txWrote    []string
+	txWroteAll bool
+}
+
+// ttl is how long statement sql's answer may be cached, and whether
 // to look: its hint's TTL, its digest's rule, or (maybe: confirmed by
 // cacheTables before filling) a rule of a table whose name it holds.
-func (s *Session) cacheTTL(r *cacheRules, sql string, info router.Info) (ttl time.Duration, byTable bool) {
+func (u *cacheUse) ttl(r *cacheRules, sql string, info router.Info) (ttl time.Duration, byTable bool) {
+	s := u.s
 	if arg, ok := selectHint(sql, info, "cache"); ok {
 		if d, err := time.ParseDuration(arg); err == nil && d > 0 {
 			return d, false
@@ -249,18 +261,20 @@ func (s *Session) cacheTTL(r *cacheRules, sql string, info router.Info) (ttl tim
 // or fill it: a plain SELECT (no variables, session functions, locks or
 // FOUND_ROWS), outside a transaction, on no pinned connection (temporary
 // tables), without compression.
-func (s *Session) cacheable(info router.Info) bool {
+func (u *cacheUse) cacheable(info router.Info) bool {
+	s := u.s
 	const not = router.FlagMulti | router.FlagUserVar | router.FlagSessionFunc | router.FlagGetLock |
 		router.FlagCalcFoundRows | router.FlagSysVar | router.FlagMasterOnly | router.FlagTemporary
 	return info.Kind == router.KindSelect && info.Flags&not == 0 && !s.lease.Holding() && s.lease.Pinned() == nil &&
 		s.c.Packets().Compression() == wire.CompressNone
 }
 
-// cacheKey is the key of sql's answer for this session: who asks, where,
+// key is the key of sql's answer for this session: who asks, where,
 // with what session state and protocol options, and the exact text.
-func (s *Session) cacheKey(sql string) []byte {
+func (u *cacheUse) key(sql string) []byte {
+	s := u.s
 	caps, ext := s.c.Caps(), s.c.GreetExt()
-	k := append(s.ckey[:0], s.user...)
+	k := append(u.keyBuf[:0], s.user...)
 	k = append(k, 0)
 	k = append(k, s.vars.DB...)
 	k = append(k, 0)
@@ -268,24 +282,25 @@ func (s *Session) cacheKey(sql string) []byte {
 	k = append(k, 0, byte(caps), byte(caps>>8), byte(caps>>16), byte(caps>>24),
 		byte(ext), byte(ext>>8), byte(ext>>16), byte(ext>>24))
 	k = append(k, sql...)
-	s.ckey = k
+	u.keyBuf = k
 	return k
 }
 
-// fromCache answers sql from the cache if it can: handled is true when
+// lookup answers sql from the cache if it can: handled is true when
 // it did. Otherwise, when sql's answer may be cached, fill is what to
 // call once it ran (nil: nothing to keep).
-func (s *Session) fromCache(sql string, info router.Info) (handled bool, fill func(error), err error) {
+func (u *cacheUse) lookup(sql string, info router.Info) (handled bool, fill func(error), err error) {
+	s := u.s
 	r := s.snap.cacheRules
-	if r == nil || !s.cacheable(info) {
+	if r == nil || !u.cacheable(info) {
 		return false, nil, nil
 	}
-	ttl, byTable := s.cacheTTL(r, sql, info)
+	ttl, byTable := u.ttl(r, sql, info)
 	if ttl <= 0 {
 		return false, nil, nil
 	}
 	rc := s.srv.rcache
-	key := s.cacheKey(sql)
+	key := u.key(sql)
 	if e, ok := rc.get(key, time.Now()); ok {
 		s.tr.Sent(e.rows, 0)
 		s.tr.cached = true
@@ -346,10 +361,11 @@ func cacheWrites(info router.Info) bool {
 	return info.Flags&router.FlagMulti != 0
 }
 
-// writtenTables are the tables statement sql (classified as info) may
+// written are the tables statement sql (classified as info) may
 // write, read before it runs (LOAD DATA's file reuses its buffer); nil
 // when they are unknown (a CALL, an EXECUTE, a batch): every table.
-func (s *Session) writtenTables(sql string, info router.Info) []string {
+func (u *cacheUse) written(sql string, info router.Info) []string {
+	s := u.s
 	if info.Kind == router.KindCall || info.Kind == router.KindExecute || info.Flags&router.FlagMulti != 0 {
 		return nil
 	}
@@ -364,26 +380,28 @@ func (s *Session) writtenTables(sql string, info router.Info) []string {
 // to them ran. Inside a transaction it does so again when the transaction
 // ends (endTxWrites): another session may cache what was committed before
 // in between.
-func (s *Session) wrote(tables []string) {
+func (u *cacheUse) wrote(tables []string) {
+	s := u.s
 	s.srv.rcache.invalidate(tables)
 	if s.lease.InTx() {
 		if tables == nil {
-			s.txWroteAll = true
+			u.txWroteAll = true
 		}
-		s.txWrote = append(s.txWrote, tables...)
+		u.txWrote = append(u.txWrote, tables...)
 	}
 }
 
-// endTxWrites makes stale, once the session's transaction ended, the
+// endTx makes stale, once the session's transaction ended, the
 // entries of the tables it wrote.
-func (s *Session) endTxWrites() {
+func (u *cacheUse) endTx() {
+	s := u.s
 	if s.lease.InTx() {
 		return
 	}
-	if s.txWroteAll {
+	if u.txWroteAll {
 		s.srv.rcache.invalidate(nil)
 	} else {
-		s.srv.rcache.invalidate(s.txWrote)
+		s.srv.rcache.invalidate(u.txWrote)
 	}
-	s.txWrote, s.txWroteAll = nil, false
+	u.txWrote, u.txWroteAll = nil, false
 }

@@ -59,11 +59,11 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		}
 		return false, nil
 	case router.KindPrepare:
-		return s.textPrepare(sql)
+		return s.ps.textPrepare(sql)
 	case router.KindExecute:
-		return s.textExecute(sql, info)
+		return s.ps.textExecute(sql, info)
 	case router.KindDeallocate:
-		return s.textDeallocate(sql)
+		return s.ps.textDeallocate(sql)
 	}
 	if !router.Routed(info.Kind) {
 		return false, nil

@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
-	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/proxy/frontend"
@@ -46,46 +45,33 @@ type Session struct {
 	eng   engine.Engine
 	cl    *engine.Client
 
-	parser *router.Parser
-	q      comQuery       // the current COM_QUERY (query.go)
-	rt     router.Routing // the current statement's routing (reused)
-	tr     trace          // the current statement's digest, stages, rows
-	dkey   []byte         // scratch for digest keys (router.DigestKey)
-	ckey   []byte         // scratch for result cache keys
-	// The tables the open transaction wrote (txWroteAll: unknown ones),
-	// whose cache entries go stale again when it ends.
-	txWrote    []string
-	txWroteAll bool
-	stageNs    stageTotals // stage time of this session's statements
-	xbuf       []byte      // EXECUTE packets rebuilt for a backend
+	parser  *router.Parser
+	q       comQuery       // the current COM_QUERY (query.go)
+	rt      router.Routing // the current statement's routing (reused)
+	tr      trace          // the current statement's digest, stages, rows
+	dkey    []byte         // scratch for digest keys (router.DigestKey)
+	cache   cacheUse       // the result cache as the session uses it
+	stageNs stageTotals    // stage time of this session's statements
+	xbuf    []byte         // EXECUTE packets rebuilt for a backend
 
-	stmts map[uint32]*prepared // binary-protocol statements by client id
-	// textStmts are PREPAREd statements on sharded tables, by lower-case name.
-	textStmts map[string]*prepared
-	nextStmt  uint32
-	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
+	ps stmtTable // prepared statements (stmt.go)
 
 	// warnings are keyshard's own of the last statement (an admin
 	// statement's), for SHOW WARNINGS; nil once another statement runs.
 	warnings []string
 
-	// Statement time limits (see timeout.go): the client's SET
-	// max_execution_time (-1: none set), the user's or schema's, the
-	// timer, and the running statement's deadline for it (unix nanos;
-	// MaxInt64 once the statement is over).
-	maxExec    time.Duration
-	cfgMaxExec time.Duration
-	timer      *time.Timer
-	deadlineNs atomic.Int64
+	limit stmtLimit // statement time limits (timeout.go)
 }
 
 // NewHandler makes the session of client connection c
 // (frontend.Server).
 func (srv *Server) NewHandler(c *frontend.Conn) frontend.Handler {
-	s := &Session{srv: srv, c: c, snap: srv.snap.Load(), maxExec: -1}
+	s := &Session{srv: srv, c: c, snap: srv.snap.Load()}
+	s.cache.s, s.ps.s = s, s
+	s.limit = stmtLimit{tr: &s.tr, lease: &s.lease, c: c, maxExec: -1}
 	s.cl = engine.NewClient(c.Packets(), toMySQL)
 	s.tr.conn = c
-	s.lease = engine.Lease{Ctx: srv.ctx, Vars: &s.vars, Trace: &s.tr, OnDiscard: s.dropCursors}
+	s.lease = engine.Lease{Ctx: srv.ctx, Vars: &s.vars, Trace: &s.tr, OnDiscard: s.ps.dropCursors}
 	s.eng = engine.Engine{Client: s.cl, Conns: &s.lease, Trace: &s.tr, Vars: &s.vars, Last: &s.last, XA: srv.xa}
 	return s
 }
@@ -167,7 +153,7 @@ func (s *Session) startSession(db string) error {
 	s.lease.SetStatus(newSessionStatus(s.srv.ctx, s.node, true))
 	s.last = engine.Last{}
 	s.c.SetIdleTimeout(0)
-	s.maxExec = -1
+	s.limit.maxExec = -1
 	if db != "" {
 		if err := s.useDB(db); err != nil {
 			return err
@@ -193,11 +179,11 @@ func (s *Session) rebind(snap *snapshot) {
 		s.deny |= router.DenyDDL | router.DenyWrite
 	}
 	s.schema, s.node, s.route = nil, nil, nil
-	s.cfgMaxExec = time.Duration(uc.MaxExecutionTime) * time.Millisecond
+	s.limit.cfgMaxExec = time.Duration(uc.MaxExecutionTime) * time.Millisecond
 	split := false
 	if sc, ok := snap.cfg.SchemaFor(s.user); ok {
-		if s.cfgMaxExec == 0 {
-			s.cfgMaxExec = time.Duration(sc.MaxExecutionTime) * time.Millisecond
+		if s.limit.cfgMaxExec == 0 {
+			s.limit.cfgMaxExec = time.Duration(sc.MaxExecutionTime) * time.Millisecond
 		}
 		s.schema = sc
 		s.node = s.nodes[sc.Default]
@@ -211,15 +197,13 @@ func (s *Session) rebind(snap *snapshot) {
 		l.XA = s.srv.xa
 	}
 	s.eng.Nodes, s.eng.MaxMergeRows = s.nodes, snap.cfg.MaxMergeRows
-	s.replanStmts()
+	s.ps.replanStmts()
 }
 
 // endSession returns or cleans the pinned connection.
 func (s *Session) endSession() {
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	s.forgetStmts()
+	s.limit.stop()
+	s.ps.forgetStmts()
 	s.lease.End()
 }
 
@@ -264,9 +248,9 @@ func (s *Session) Command(p []byte) frontend.Next {
 		s.warnings = nil
 	}
 	err := s.dispatch(cmd, p)
-	s.disarmTimeout()
-	if s.txWrote != nil || s.txWroteAll {
-		s.endTxWrites()
+	s.limit.disarm()
+	if s.cache.txWrote != nil || s.cache.txWroteAll {
+		s.cache.endTx()
 	}
 	if err != nil && s.lease.Branches() > 0 && engine.RollsBackTx(err) {
 		// One node rolled the whole transaction back (a deadlock
@@ -348,10 +332,10 @@ func (s *Session) dispatch(cmd byte, p []byte) error {
 		}
 		return nil // Login answered
 	case mysql.COM_STMT_PREPARE:
-		return s.stmtPrepare(p)
+		return s.ps.stmtPrepare(p)
 	case mysql.COM_STMT_EXECUTE, mysql.COM_STMT_FETCH, mysql.COM_STMT_RESET, mysql.COM_STMT_CLOSE, mysql.COM_STMT_SEND_LONG_DATA,
 		comStmtBulkExecute:
-		return s.stmtCommand(p)
+		return s.ps.stmtCommand(p)
 	case mysql.COM_PROCESS_KILL:
 		if len(p) < 5 {
 			return s.fail(newErr(errMalformedPacket, "COM_PROCESS_KILL: short packet"))
@@ -443,77 +427,6 @@ func isOff(v string) bool {
 	return false
 }
 
-// lookable reports whether sql may look at a table's definition (SHOW,
-// DESCRIBE, EXPLAIN, a SELECT on information_schema): see router.Look.
-func lookable(sql string, info router.Info) bool {
-	switch info.Kind {
-	case router.KindShow:
-		return true
-	case router.KindSelect:
-		return containsFold(sql, "information_schema")
-	}
-	return false
-}
-
-// containsFold reports whether s contains the lower-case ASCII word sub,
-// in any case.
-func containsFold(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i]|0x20 == sub[0] && strings.EqualFold(s[i:i+len(sub)], sub) {
-			return true
-		}
-	}
-	return false
-}
-
-// isShowSessionStatus reports whether stmt is SHOW [SESSION | LOCAL]
-// STATUS ..., whose Compression row is the session's own.
-func isShowSessionStatus(stmt string) bool {
-	f := strings.Fields(stmt)
-	if len(f) < 2 || !strings.EqualFold(f[0], "show") {
-		return false
-	}
-	if strings.EqualFold(f[1], "session") || strings.EqualFold(f[1], "local") {
-		f = f[1:]
-	}
-	return len(f) >= 2 && (strings.EqualFold(f[1], "status") || strings.HasPrefix(strings.ToLower(f[1]), "status;"))
-}
-
-// compressionOn is the row hook for SHOW STATUS on a compressed client
-// connection: its Compression row says ON, whatever the backend's says.
-func compressionOn(row []byte) []byte {
-	name, _, n, err := wire.ReadLenEncString(row, 0)
-	if err != nil || string(name) != "Compression" {
-		return row
-	}
-	if _, _, end, err := wire.ReadLenEncString(row, n); err != nil || end != len(row) {
-		return row
-	}
-	return wire.AppendLenEncString(wire.AppendLenEncString(nil, "Compression"), "ON")
-}
-
-// lockTables runs LOCK TABLES: its connection is pinned while the locks
-// are held; a LOCK TABLES that fails holds none (the server released the
-// earlier ones too), and one naming a sharded table is refused.
-func (s *Session) lockTables(p []byte, sql string, info router.Info) error {
-	if s.lease.Branches() > 0 {
-		return s.fail(newErr(errNotSupported, "keyshard: LOCK TABLES would commit a transaction over several nodes implicitly, "+
-			"which keyshard cannot do in two phases; COMMIT first (the transaction is still open)"))
-	}
-	if s.route != nil && s.route.Sharded() {
-		if name := s.route.MentionsSharded(sql); name != "" {
-			return s.fail(newErr(errNotSupported, "keyshard: LOCK TABLES of sharded table %s is not supported: its sub-tables are on "+
-				"several nodes (nothing was locked)", name))
-		}
-	}
-	s.lease.SetLockTables(true)
-	return s.eng.ForwardThen(nil, p, nil, &info, func(_ *backend.Conn, res engine.Result) {
-		if res.Err != nil {
-			s.lease.SetLockTables(false)
-		}
-	})
-}
-
 func (s *Session) getParser() *router.Parser {
 	if s.parser == nil {
 		s.parser = router.NewParser()
@@ -525,7 +438,7 @@ func (s *Session) getParser() *router.Parser {
 // userVarText reads the session's user variable name as text, for the
 // checks of PREPARE ... FROM @name (router.Parser.VarText).
 func (s *Session) userVarText(name string) (string, bool) {
-	vals, err := s.userVars([]string{name})
+	vals, err := s.ps.userVars([]string{name})
 	if err != nil {
 		return "", false
 	}
@@ -568,70 +481,4 @@ func collationNames(id uint8) (cs, coll string) {
 // CONNECTION_ID() answer for the session.
 func (s *Session) sessionValues() router.SessionValues {
 	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.c.ID()}
-}
-
-// mayRun refuses, with 1227, a statement of a class the user may not run
-// (router.Denied, with the classes rebind set from its user_list entry):
-// server administration unless server_admin (or an admin user: root,
-// admin_users), DDL with no_ddl, anything but reads with read_only.
-func (s *Session) mayRun(sql string, info router.Info) error {
-	if s.deny == 0 {
-		return nil
-	}
-	sql, info = s.asServerReads(sql, info)
-	if !router.MaybeDenied(sql, info, s.deny) {
-		return nil // the common statements: no parser made for them
-	}
-	if class, d := s.getParser().Denied(sql, info, s.deny); class != "" {
-		return s.denied(class, d)
-	}
-	return nil
-}
-
-// checkBlack applies the SQL blacklist to sql (classified as info).
-func (s *Session) checkBlack(sql string, info router.Info) error {
-	b := s.srv.black.Load()
-	if b.empty() {
-		return nil
-	}
-	sql, info = s.asServerReads(sql, info)
-	if !b.mayMatch(sql, info) {
-		return nil
-	}
-	return b.check(s.getParser(), sql, s.vars.DB)
-}
-
-// asServerReads returns sql as keyshard's lexers must read it to see the
-// statements the server sees: with NO_BACKSLASH_ESCAPES on, a backslash
-// is a plain character (they assume escapes), so it is doubled.
-func (s *Session) asServerReads(sql string, info router.Info) (string, router.Info) {
-	if strings.IndexByte(sql, '\\') >= 0 && s.noBackslashEscapes() {
-		sql = strings.ReplaceAll(sql, `\`, `\\`)
-		info = router.Classify(sql)
-	}
-	return sql, info
-}
-
-// noBackslashEscapes reports whether the session's sql_mode has
-// NO_BACKSLASH_ESCAPES (as set through keyshard, or as its backend says).
-func (s *Session) noBackslashEscapes() bool {
-	if s.lease.Status()&mysql.SERVER_STATUS_NO_BACKSLASH_ESCAPED != 0 {
-		return true
-	}
-	v, ok := s.vars.State.Get("sql_mode")
-	return ok && containsFold(v, "no_backslash_escapes")
-}
-
-// denied is the 1227 error for class, of the user's denied classes d.
-func (s *Session) denied(class string, d router.Deny) error {
-	priv, why := "server_admin", "server_admin: true in its user_list entry allows it"
-	switch d {
-	case router.DenyDDL:
-		priv, why = "DDL", "its user_list entry sets no_ddl or read_only"
-	case router.DenyWrite:
-		priv, why = "write", "its user_list entry sets read_only"
-	}
-	return &mysql.MyError{Code: mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, State: "42000",
-		Message: "Access denied; you need (at least one of) the " + priv + " privilege(s) for this operation: keyshard user " +
-			s.user + " may not run " + class + " (" + why + ")"}
 }

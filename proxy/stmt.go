@@ -34,6 +34,18 @@ import (
 // a multi-row INSERT whose rows go to several sub-tables gets, per
 // sub-table, an EXECUTE carrying just that sub-table's parameters.
 
+// stmtTable is a session's prepared statements: the binary protocol's by
+// client id, the text protocol's on sharded tables by name.
+type stmtTable struct {
+	s     *Session
+	stmts map[uint32]*prepared // binary-protocol statements by client id
+	// textStmts are PREPAREd statements on sharded tables, by lower-case name.
+	textStmts map[string]*prepared
+	nextStmt  uint32
+	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
+	xbuf      []byte // EXECUTE packets rebuilt for a backend
+}
+
 // prepared is a client's prepared statement.
 type prepared struct {
 	id     uint32
@@ -102,7 +114,8 @@ func stmtKey(db string, st *backend.State, sql string) string {
 
 // keyFor is stmtKey of sql for st in the session's current state, computed
 // once per text and state rather than on every EXECUTE.
-func (s *Session) keyFor(st *prepared, sql string) string {
+func (t *stmtTable) keyFor(st *prepared, sql string) string {
+	s := t.s
 	if st.keySt != s.vars.State || st.keySQL != sql {
 		st.keySt, st.keySQL, st.key = s.vars.State, sql, stmtKey(st.db, s.vars.State, sql)
 	}
@@ -120,7 +133,8 @@ func (st *prepared) isLong(i int) bool { _, ok := st.long[i]; return ok }
 // sessions together).
 const maxSessionStmts = 16382
 
-func (s *Session) stmtPrepare(p []byte) error {
+func (t *stmtTable) stmtPrepare(p []byte) error {
+	s := t.s
 	sql := string(p[1:])
 	info := router.Classify(sql)
 	if err := s.checkBlack(sql, info); err != nil {
@@ -129,7 +143,7 @@ func (s *Session) stmtPrepare(p []byte) error {
 	if err := s.mayRun(sql, info); err != nil {
 		return s.fail(err)
 	}
-	if len(s.stmts) >= maxSessionStmts {
+	if len(t.stmts) >= maxSessionStmts {
 		// As MariaDB's max_prepared_stmt_count, for one session: a client
 		// that never closes its statements is stopped before it holds a
 		// backend's worth.
@@ -143,27 +157,27 @@ func (s *Session) stmtPrepare(p []byte) error {
 		calcFoundRows: info.Flags&router.FlagCalcFoundRows != 0}
 	st.dig.Key = string(router.DigestKey(nil, s.vars.DB, sql, digest.MaxText))
 	st.look = s.route != nil && s.route.Sharded() && info.Kind == router.KindSelect && lookable(sql, info)
-	node, text, err := s.planStmt(st, info, true)
+	node, text, err := t.planStmt(st, info, true)
 	if err != nil {
 		return s.fail(err)
 	}
-	st.id = s.nextStmt + 1
+	st.id = t.nextStmt + 1
 	st.ref = s.srv.stmtRefs.Hold(st.db + "\x00" + sql)
 	s.eng.Sharded = st.plan // column definitions name the logical table
-	bs, err := s.eng.Prepare(node, st.read, s.keyFor(st, text), text, st.ref, st.id)
+	bs, err := s.eng.Prepare(node, st.read, t.keyFor(st, text), text, st.ref, st.id)
 	s.eng.Sharded = nil
 	if err != nil {
 		s.srv.stmtRefs.Drop(st.ref)
-		s.lastStmt = 0
+		t.lastStmt = 0
 		return err
 	}
-	s.nextStmt = st.id
+	t.nextStmt = st.id
 	st.params, st.cols = bs.Params, bs.Cols
-	if s.stmts == nil {
-		s.stmts = make(map[uint32]*prepared)
+	if t.stmts == nil {
+		t.stmts = make(map[uint32]*prepared)
 	}
-	s.stmts[st.id] = st
-	s.lastStmt = st.id
+	t.stmts[st.id] = st
+	t.lastStmt = st.id
 	s.srv.metrics.stmtsOpen.Inc()
 	return nil
 }
@@ -173,7 +187,8 @@ func (s *Session) stmtPrepare(p []byte) error {
 // It returns the node to prepare on (nil: the default node) and the text
 // to prepare there (a sharded statement's first sub-table). hints false
 // ignores /*node*/ hints (a text PREPARE does).
-func (s *Session) planStmt(st *prepared, info router.Info, hints bool) (*backend.Node, string, error) {
+func (t *stmtTable) planStmt(st *prepared, info router.Info, hints bool) (*backend.Node, string, error) {
+	s := t.s
 	st.node, st.plan, st.lits, st.planErr = nil, nil, nil, nil
 	if s.route == nil || !s.route.Sharded() {
 		return nil, st.sql, nil
@@ -210,14 +225,14 @@ func (s *Session) planStmt(st *prepared, info router.Info, hints bool) (*backend
 // replanStmts routes the session's prepared statements again after a
 // config reload (shard rules or nodes may have changed). A statement that
 // no longer routes keeps the error for its next execution.
-func (s *Session) replanStmts() {
-	for _, st := range s.stmts {
-		if _, _, err := s.planStmt(st, router.Classify(st.sql), true); err != nil {
+func (t *stmtTable) replanStmts() {
+	for _, st := range t.stmts {
+		if _, _, err := t.planStmt(st, router.Classify(st.sql), true); err != nil {
 			st.planErr = err
 		}
 	}
-	for _, st := range s.textStmts {
-		if _, _, err := s.planStmt(st, router.Classify(st.sql), false); err != nil || st.plan == nil {
+	for _, st := range t.textStmts {
+		if _, _, err := t.planStmt(st, router.Classify(st.sql), false); err != nil || st.plan == nil {
 			st.planErr = newErr(errNotSupported, "keyshard: prepared statement %s no longer routes to sharded tables after a config reload; PREPARE it again", st.sql)
 			if err != nil {
 				st.planErr = err
@@ -233,15 +248,15 @@ func ddlPrepareErr(pl *router.Plan) error {
 
 // stmtFor finds the statement a COM_STMT_* packet names. id 0xffffffff
 // (MariaDB: the last statement prepared) is accepted.
-func (s *Session) stmtFor(p []byte, what string) (*prepared, error) {
+func (t *stmtTable) stmtFor(p []byte, what string) (*prepared, error) {
 	if len(p) < 5 {
 		return nil, newErr(errMalformedPacket, "%s: short packet", what)
 	}
 	id := binary.LittleEndian.Uint32(p[1:])
 	if id == 0xffffffff {
-		id = s.lastStmt
+		id = t.lastStmt
 	}
-	if st := s.stmts[id]; st != nil {
+	if st := t.stmts[id]; st != nil {
 		return st, nil
 	}
 	return nil, &mysql.MyError{Code: mysql.ER_UNKNOWN_STMT_HANDLER, State: "HY000",
@@ -250,29 +265,30 @@ func (s *Session) stmtFor(p []byte, what string) (*prepared, error) {
 
 // stmtCommand handles COM_STMT_EXECUTE, FETCH, RESET, CLOSE and
 // SEND_LONG_DATA.
-func (s *Session) stmtCommand(p []byte) error {
+func (t *stmtTable) stmtCommand(p []byte) error {
+	s := t.s
 	switch p[0] {
 	case mysql.COM_STMT_EXECUTE:
-		st, err := s.stmtFor(p, "mysqld_stmt_execute")
+		st, err := t.stmtFor(p, "mysqld_stmt_execute")
 		if err != nil {
 			return s.fail(err)
 		}
-		return s.stmtExecute(st, p)
+		return t.stmtExecute(st, p)
 	case comStmtBulkExecute:
-		st, err := s.stmtFor(p, "mysqld_stmt_bulk_execute")
+		st, err := t.stmtFor(p, "mysqld_stmt_bulk_execute")
 		if err != nil {
 			return s.fail(err)
 		}
-		return s.stmtBulk(st, p)
+		return t.stmtBulk(st, p)
 	case mysql.COM_STMT_FETCH:
-		st, err := s.stmtFor(p, "mysqld_stmt_fetch")
+		st, err := t.stmtFor(p, "mysqld_stmt_fetch")
 		if err != nil {
 			return s.fail(err)
 		}
-		return s.stmtFetch(st, p)
+		return t.stmtFetch(st, p)
 	case mysql.COM_STMT_SEND_LONG_DATA:
 		// No answer, ever: errors surface at EXECUTE.
-		st, err := s.stmtFor(p, "mysqld_stmt_send_long_data")
+		st, err := t.stmtFor(p, "mysqld_stmt_send_long_data")
 		if err != nil || len(p) < 7 {
 			return nil
 		}
@@ -291,24 +307,24 @@ func (s *Session) stmtCommand(p []byte) error {
 		st.long[i] = append(st.long[i], bytes.Clone(p[7:]))
 		return nil
 	case mysql.COM_STMT_RESET:
-		st, err := s.stmtFor(p, "mysqld_stmt_reset")
+		st, err := t.stmtFor(p, "mysqld_stmt_reset")
 		if err != nil {
 			return s.fail(err)
 		}
 		st.clearLong()
-		if err := s.closeCursor(st); err != nil {
+		if err := t.closeCursor(st); err != nil {
 			return s.fail(err)
 		}
 		// Not writeOK: the pinned connection's last status may hold the
 		// previous statement's flags, which MariaDB clears for this command.
 		return s.cl.OK(0, 0, s.lease.Status()&^engine.PerStatementStatus, 0, "")
 	case mysql.COM_STMT_CLOSE:
-		st, err := s.stmtFor(p, "mysqld_stmt_close")
+		st, err := t.stmtFor(p, "mysqld_stmt_close")
 		if err != nil {
 			return nil // no answer
 		}
-		_ = s.closeCursor(st)
-		delete(s.stmts, st.id)
+		_ = t.closeCursor(st)
+		delete(t.stmts, st.id)
 		s.srv.stmtRefs.Drop(st.ref)
 		s.srv.metrics.stmtsOpen.Dec()
 		return nil
@@ -323,28 +339,30 @@ func (st *prepared) clearLong() {
 // forgetStmts drops the session's statements (COM_RESET_CONNECTION,
 // COM_CHANGE_USER, end of session). Cursors die with the pinned
 // connection's reset.
-func (s *Session) forgetStmts() {
-	s.srv.metrics.stmtsOpen.Sub(float64(len(s.stmts)))
-	for _, st := range s.stmts {
+func (t *stmtTable) forgetStmts() {
+	s := t.s
+	s.srv.metrics.stmtsOpen.Sub(float64(len(t.stmts)))
+	for _, st := range t.stmts {
 		s.srv.stmtRefs.Drop(st.ref)
 	}
-	s.stmts = nil
-	s.textStmts = nil
+	t.stmts = nil
+	t.textStmts = nil
 }
 
 // stmtExecute runs COM_STMT_EXECUTE.
-func (s *Session) stmtExecute(st *prepared, p []byte) error {
+func (t *stmtTable) stmtExecute(st *prepared, p []byte) error {
+	s := t.s
 	s.traceStmt(st, false)
-	s.armTimeout(s.stmtTimeout(st.sql, router.Info{Kind: st.kind}))
+	s.limit.arm(s.limit.of(st.sql, router.Info{Kind: st.kind}))
 	if router.Writes(router.Info{Kind: st.kind}) {
 		if s.lease.Tracking() {
 			defer s.lease.MarkWrite()
 		}
 		if s.srv.rcache.on.Load() {
-			defer s.wrote(s.writtenTables(st.sql, router.Classify(st.sql)))
+			defer s.cache.wrote(s.cache.written(st.sql, router.Classify(st.sql)))
 		}
 	}
-	if err := s.closeCursor(st); err != nil {
+	if err := t.closeCursor(st); err != nil {
 		return s.fail(err)
 	}
 	defer st.clearLong()
@@ -419,7 +437,8 @@ func (s *Session) stmtExecute(st *prepared, p []byte) error {
 
 // closeCursor closes st's open cursor (COM_STMT_RESET on its connection)
 // and lets the connection go.
-func (s *Session) closeCursor(st *prepared) error {
+func (t *stmtTable) closeCursor(st *prepared) error {
+	s := t.s
 	bc := st.cursor
 	if bc == nil {
 		return nil
@@ -447,8 +466,9 @@ func (st *prepared) endCursor(s *Session) {
 }
 
 // dropCursors forgets the cursors held on bc, which is being discarded.
-func (s *Session) dropCursors(bc *backend.Conn) {
-	for _, st := range s.stmts {
+func (t *stmtTable) dropCursors(bc *backend.Conn) {
+	s := t.s
+	for _, st := range t.stmts {
 		if st.cursor == bc {
 			st.endCursor(s)
 		}
@@ -456,7 +476,8 @@ func (s *Session) dropCursors(bc *backend.Conn) {
 }
 
 // stmtFetch relays COM_STMT_FETCH to the connection holding st's cursor.
-func (s *Session) stmtFetch(st *prepared, p []byte) error {
+func (t *stmtTable) stmtFetch(st *prepared, p []byte) error {
+	s := t.s
 	bc := st.cursor
 	if bc == nil {
 		return s.fail(&mysql.MyError{Code: mysql.ER_STMT_HAS_NO_OPEN_CURSOR, State: "HY000",

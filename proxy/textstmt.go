@@ -27,7 +27,8 @@ import (
 
 // textPrepare handles PREPARE in a sharded schema. handled false: not a
 // sharded statement, forward it.
-func (s *Session) textPrepare(sql string) (handled bool, err error) {
+func (t *stmtTable) textPrepare(sql string) (handled bool, err error) {
+	s := t.s
 	stmts, perr := s.getParser().Parse(sql)
 	if perr != nil || len(stmts) != 1 {
 		return false, nil
@@ -40,7 +41,7 @@ func (s *Session) textPrepare(sql string) (handled bool, err error) {
 	name := strings.Clone(strings.ToLower(ps.Name))
 	text := strings.Clone(ps.SQLText)
 	if ps.SQLVar != nil {
-		vals, err := s.userVars([]string{ps.SQLVar.Name})
+		vals, err := t.userVars([]string{ps.SQLVar.Name})
 		if err != nil {
 			return true, s.fail(err)
 		}
@@ -55,7 +56,7 @@ func (s *Session) textPrepare(sql string) (handled bool, err error) {
 	}
 	info := router.Classify(text)
 	if !router.Routed(info.Kind) {
-		delete(s.textStmts, name)
+		delete(t.textStmts, name)
 		return false, nil
 	}
 	pl, lits, err := s.route.Plan(s.getParser(), text, s.vars.DB, info.Kind)
@@ -63,7 +64,7 @@ func (s *Session) textPrepare(sql string) (handled bool, err error) {
 		return true, s.fail(err)
 	}
 	if pl.Kind != router.PlanSharded {
-		delete(s.textStmts, name)
+		delete(t.textStmts, name)
 		return false, nil
 	}
 	if info.Kind == router.KindDDL {
@@ -75,16 +76,17 @@ func (s *Session) textPrepare(sql string) (handled bool, err error) {
 			n++
 		}
 	}
-	if s.textStmts == nil {
-		s.textStmts = make(map[string]*prepared)
+	if t.textStmts == nil {
+		t.textStmts = make(map[string]*prepared)
 	}
-	s.textStmts[name] = &prepared{sql: text, db: s.vars.DB, kind: info.Kind, params: n,
+	t.textStmts[name] = &prepared{sql: text, db: s.vars.DB, kind: info.Kind, params: n,
 		plan: pl, lits: slices.Clone(lits), prefix: leadingComments(text, info)}
 	return true, s.cl.OK(0, 0, s.lease.Status(), 0, "Statement prepared")
 }
 
 // textExecute handles EXECUTE of a statement textPrepare kept.
-func (s *Session) textExecute(sql string, info router.Info) (handled bool, err error) {
+func (t *stmtTable) textExecute(sql string, info router.Info) (handled bool, err error) {
+	s := t.s
 	stmts, perr := s.getParser().Parse(sql)
 	if perr != nil || len(stmts) != 1 {
 		return false, nil
@@ -93,7 +95,7 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 	if !ok {
 		return false, nil
 	}
-	st := s.textStmts[strings.ToLower(es.Name)]
+	st := t.textStmts[strings.ToLower(es.Name)]
 	if st == nil {
 		return false, nil
 	}
@@ -111,7 +113,7 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 		}
 		names[i] = v.Name
 	}
-	vals, err := s.userVars(names)
+	vals, err := t.userVars(names)
 	if err != nil {
 		return true, s.fail(err)
 	}
@@ -130,7 +132,8 @@ func (s *Session) textExecute(sql string, info router.Info) (handled bool, err e
 }
 
 // textDeallocate handles DEALLOCATE PREPARE of a statement textPrepare kept.
-func (s *Session) textDeallocate(sql string) (handled bool, err error) {
+func (t *stmtTable) textDeallocate(sql string) (handled bool, err error) {
+	s := t.s
 	stmts, perr := s.getParser().Parse(sql)
 	if perr != nil || len(stmts) != 1 {
 		return false, nil
@@ -140,17 +143,18 @@ func (s *Session) textDeallocate(sql string) (handled bool, err error) {
 		return false, nil
 	}
 	name := strings.ToLower(ds.Name)
-	if s.textStmts[name] == nil {
+	if t.textStmts[name] == nil {
 		return false, nil
 	}
-	delete(s.textStmts, name)
+	delete(t.textStmts, name)
 	return true, s.writeOK(0, 0)
 }
 
 // userVars reads user variables from the session's connection (the pinned
 // one, where SET put them) and returns each as a literal: Text is its SQL
 // form, Bound its value for routing.
-func (s *Session) userVars(names []string) ([]router.Literal, error) {
+func (t *stmtTable) userVars(names []string) ([]router.Literal, error) {
+	s := t.s
 	var q strings.Builder
 	q.WriteString("SELECT ")
 	for i, n := range names {

@@ -6,9 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/proxy/engine"
+	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 )
@@ -105,9 +108,24 @@ func hintTimeout(sql string, info router.Info) (time.Duration, bool) {
 	return time.Duration(ms) * time.Millisecond, true
 }
 
-// stmtTimeout is the time limit of statement sql: its hint's, the
-// session's SET max_execution_time, the user's, the schema's (0: none).
-func (s *Session) stmtTimeout(sql string, info router.Info) time.Duration {
+// stmtLimit is a session's statement time limits and the timer that
+// stops a statement past its own.
+type stmtLimit struct {
+	tr    *trace
+	lease *engine.Lease
+	c     *frontend.Conn
+	// The client's SET max_execution_time (-1: none set), the user's or
+	// schema's, the timer, and the running statement's deadline for it
+	// (unix nanos; MaxInt64 once the statement is over).
+	maxExec    time.Duration
+	cfgMaxExec time.Duration
+	timer      *time.Timer
+	deadlineNs atomic.Int64
+}
+
+// of is the time limit of statement sql: its hint's, the session's SET
+// max_execution_time, the user's, the schema's (0: none).
+func (l *stmtLimit) of(sql string, info router.Info) time.Duration {
 	if !timed(sql, info) {
 		return 0
 	}
@@ -115,68 +133,75 @@ func (s *Session) stmtTimeout(sql string, info router.Info) time.Duration {
 		if d, ok := hintTimeout(sql, info); ok {
 			return d
 		}
-		if s.maxExec >= 0 {
-			return s.maxExec
+		if l.maxExec >= 0 {
+			return l.maxExec
 		}
 	}
-	return s.cfgMaxExec
+	return l.cfgMaxExec
 }
 
-// armTimeout gives the running statement a time limit of d from its start
+// arm gives the running statement a time limit of d from its start
 // (nothing for d <= 0).
-func (s *Session) armTimeout(d time.Duration) {
+func (l *stmtLimit) arm(d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	tr := &s.tr
+	tr := l.tr
 	tr.deadline = tr.start.Add(d)
-	tr.limit, tr.mariaDB = d, s.c.MariaDB()
-	s.lease.Deadline = tr.deadline
-	s.deadlineNs.Store(tr.deadline.UnixNano())
-	if s.timer == nil {
-		s.timer = time.AfterFunc(time.Until(tr.deadline), s.onTimeout)
+	tr.limit, tr.mariaDB = d, l.c.MariaDB()
+	l.lease.Deadline = tr.deadline
+	l.deadlineNs.Store(tr.deadline.UnixNano())
+	if l.timer == nil {
+		l.timer = time.AfterFunc(time.Until(tr.deadline), l.fire)
 	} else {
-		s.timer.Reset(time.Until(tr.deadline))
+		l.timer.Reset(time.Until(tr.deadline))
 	}
 }
 
-// disarmTimeout ends the running statement's time limit.
-func (s *Session) disarmTimeout() {
-	if !s.tr.deadline.IsZero() {
-		s.timer.Stop()
-		s.deadlineNs.Store(math.MaxInt64) // a late call of the timer finds no statement to stop
-		s.lease.Deadline = time.Time{}
+// disarm ends the running statement's time limit.
+func (l *stmtLimit) disarm() {
+	if !l.tr.deadline.IsZero() {
+		l.timer.Stop()
+		l.deadlineNs.Store(math.MaxInt64) // a late call of the timer finds no statement to stop
+		l.lease.Deadline = time.Time{}
 	}
 }
 
-// onTimeout stops the statement the timer was armed for, if it still runs.
-func (s *Session) onTimeout() {
-	p := &s.tr.proc
+// stop stops the timer for good (the session ends).
+func (l *stmtLimit) stop() {
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+}
+
+// fire stops the statement the timer was armed for, if it still runs.
+func (l *stmtLimit) fire() {
+	p := &l.tr.proc
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if time.Now().UnixNano() < s.deadlineNs.Load() {
+	if time.Now().UnixNano() < l.deadlineNs.Load() {
 		return // a late call: that statement is over (the next one may have a deadline of its own)
 	}
-	s.tr.timedOut.Store(true)
-	s.killQueriesLocked()
+	l.tr.timedOut.Store(true)
+	l.tr.killQueriesLocked(l.c.Log())
 }
 
 // killQueriesLocked stops the running statement on every backend
 // connection it holds, at once (KILL QUERY on a connection of its own to
 // each server). proc.mu is held: none of them goes back to its pool, to
 // run someone else's statement, before its KILL is done.
-func (s *Session) killQueriesLocked() {
-	s.tr.stopped = true
-	if s.tr.turn != nil {
-		s.tr.turn.Kill() // on its pipelined connection, when its turn comes
+func (t *trace) killQueriesLocked(log *zap.Logger) {
+	t.stopped = true
+	if t.turn != nil {
+		t.turn.Kill() // on its pipelined connection, when its turn comes
 	}
 	var wg sync.WaitGroup
-	for _, bc := range s.tr.conns {
+	for _, bc := range t.conns {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			if err := bc.Pool().KillQuery(ctx, bc.ThreadID()); err != nil {
-				s.c.Log().Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.String("addr", bc.Addr()), zap.Error(err))
+				log.Warn("KILL QUERY on backend failed", zap.String("node", bc.Node()), zap.String("addr", bc.Addr()), zap.Error(err))
 			}
 		})
 	}
@@ -193,7 +218,7 @@ func (s *Session) setMaxExecution(items []router.SetItem) (handled bool, err err
 	}
 	v := items[0].Value
 	if strings.EqualFold(v, "default") {
-		s.maxExec = -1
+		s.limit.maxExec = -1
 		return true, s.writeOK(0, 0)
 	}
 	ms, perr := strconv.ParseUint(v, 10, 32)
@@ -201,6 +226,6 @@ func (s *Session) setMaxExecution(items []router.SetItem) (handled bool, err err
 		return true, s.fail(&mysql.MyError{Code: mysql.ER_WRONG_TYPE_FOR_VAR, State: "42000",
 			Message: "Incorrect argument type to variable 'max_execution_time': want milliseconds, a whole number"})
 	}
-	s.maxExec = time.Duration(ms) * time.Millisecond
+	s.limit.maxExec = time.Duration(ms) * time.Millisecond
 	return true, s.writeOK(0, 0)
 }
