@@ -5,6 +5,7 @@ package layout
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,6 +21,12 @@ var forbidden = map[string][]string{
 	"backend":      {"router", "proxy", "proxy/engine"},
 	"backend/wire": {"backend", "router", "proxy"},
 	"proxy/merge":  {"proxy", "proxy/engine", "backend"},
+}
+
+// only lists, for a package, every keyshard package it may depend on: the
+// frontend is the wire layer, with no business logic below it.
+var only = map[string][]string{
+	"proxy/frontend": {"backend/wire", "backend/sock"},
 }
 
 func deps(t *testing.T, pkg string) map[string]bool {
@@ -46,6 +53,13 @@ func TestImportDirection(t *testing.T) {
 		for _, b := range bad {
 			if d[b] {
 				t.Errorf("%s depends on %s; the package map forbids it", pkg, b)
+			}
+		}
+	}
+	for pkg, allowed := range only {
+		for d := range deps(t, pkg) {
+			if d != pkg && !slices.Contains(allowed, d) {
+				t.Errorf("%s depends on %s; it may depend only on %s of keyshard's packages", pkg, d, strings.Join(allowed, ", "))
 			}
 		}
 	}
