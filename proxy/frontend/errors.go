@@ -1,6 +1,9 @@
 package frontend
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Kind classifies the errors the frontend makes itself. It maps none to a
 // MySQL errno: the one mapping of errors to what a client sees is
@@ -33,8 +36,8 @@ func newErr(kind Kind, format string, args ...any) *Error {
 
 // IsAccessDenied reports whether err is a refused login.
 func IsAccessDenied(err error) bool {
-	e, ok := err.(*Error)
-	return ok && e.Kind == AccessDenied
+	var e *Error
+	return errors.As(err, &e) && e.Kind == AccessDenied
 }
 
 // EndingError is an error after which the connection is closed (a third
