@@ -20,6 +20,7 @@ var forbidden = map[string][]string{
 	"backend":      {"router", "proxy", "proxy/engine"},
 	"backend/wire": {"backend", "router", "proxy"},
 	"proxy/merge":  {"proxy", "proxy/engine", "backend"},
+	"proxy/xa":     {"proxy", "proxy/admin", "cmd/keyshard"},
 }
 
 func deps(t *testing.T, pkg string) map[string]bool {

@@ -1,4 +1,4 @@
-package proxy
+package xa
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestParseXID(t *testing.T) {
-	x := &xaCoordinator{instance: "0a1b2c3d"}
+	x := &Coordinator{instance: "0a1b2c3d"}
 	before := time.Now().Add(-time.Millisecond)
 	xid := x.TxXID("node-2.a")
 	began, node, ok := parseXID(xid)
@@ -19,17 +19,6 @@ func TestParseXID(t *testing.T) {
 	for _, bad := range []string{"", "ks-", "ks-a-b-c", "other-1-2-3-n", "ks-a-notanumber-1-n"} {
 		if _, _, ok := parseXID(bad); ok {
 			t.Errorf("parseXID(%q) accepted", bad)
-		}
-	}
-}
-
-func TestIsSavepointStmt(t *testing.T) {
-	for stmt, want := range map[string]bool{
-		"SAVEPOINT s1": true, "release savepoint s1": true, "ROLLBACK TO s1": true, "rollback work to savepoint s1": true,
-		"ROLLBACK": false, "ROLLBACK WORK": false, "COMMIT": false, "rollback and chain": false,
-	} {
-		if got := isSavepointStmt(stmt); got != want {
-			t.Errorf("isSavepointStmt(%q) = %v, want %v", stmt, got, want)
 		}
 	}
 }
