@@ -22,3 +22,24 @@ func TestParseXID(t *testing.T) {
 		}
 	}
 }
+
+func TestOutcomeStats(t *testing.T) {
+	x := &Coordinator{}
+	x.Outcome(true, 1)
+	x.Outcome(true, 3)
+	x.Outcome(false, 2)
+	x.Outcome(false, 1)
+	x.Outcome(false, 1)
+	want := Stats{Commits: 1, Rollbacks: 1, AtomicCommits: 2, AtomicRollbacks: 3}
+	if got := x.Stats(); got != want {
+		t.Fatalf("Stats() = %+v, want %+v", got, want)
+	}
+}
+
+func TestKillAtRejects(t *testing.T) {
+	for _, bad := range []string{"", "kill", "kill:prepare", "kill:start:1", "stop:commit:1", "kill:commit:0", "kill:commit:x"} {
+		if err := KillAt(bad); err == nil {
+			t.Errorf("KillAt(%q) accepted", bad)
+		}
+	}
+}
