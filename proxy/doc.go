@@ -43,6 +43,9 @@
 //   - proxy/engine: executing a bound routing and relaying every result set;
 //     the connection lease. It declares the interfaces it needs (Conns,
 //     Tracer) and never imports proxy.
+//   - proxy/xa: the XA coordinator (engine.Atomic: decisions, recovery,
+//     ADMIN XA) and the sequences; it reads the configuration through
+//     xa.Env and never imports proxy.
 //   - router: classification, the statement kind tables (kinds.go),
 //     planning and binding; no I/O.
 //   - backend: connections; never imports proxy or router.

@@ -9,6 +9,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/digest"
+	"github.com/keyshard/keyshard/proxy/xa"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -79,19 +80,19 @@ func newMetrics(s *Server) *Metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reload_errors_total", Help: "Reloads refused (invalid file or blacklist); the running configuration stayed."},
 			func() float64 { return float64(s.reloadErrors.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_commits_total", Help: "Writes over several nodes committed by two-phase commit."},
-			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.commits.Load() }) }),
+			func() float64 { return xaStat(s, func(x xa.Stats) int64 { return x.Commits }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_rollbacks_total", Help: "Writes over several nodes rolled back on every node (an error on one)."},
-			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.rollbacks.Load() }) }),
+			func() float64 { return xaStat(s, func(x xa.Stats) int64 { return x.Rollbacks }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_atomic_commits_total", Help: "All-or-nothing writes and transactions committed: " +
 			"over several sub-tables of one node (a local transaction) or over several nodes (two-phase, also in keyshard_xa_commits_total)."},
-			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.atomicCommits.Load() }) }),
+			func() float64 { return xaStat(s, func(x xa.Stats) int64 { return x.AtomicCommits }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_atomic_rollbacks_total", Help: "All-or-nothing writes and transactions rolled back: " +
 			"on one node or on several (also in keyshard_xa_rollbacks_total)."},
-			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.atomicRollbacks.Load() }) }),
+			func() float64 { return xaStat(s, func(x xa.Stats) int64 { return x.AtomicRollbacks }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_recovered_total", Help: "Prepared XA branches finished by recovery (committed by their decision or rolled back)."},
-			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.recovered.Load() }) }),
+			func() float64 { return xaStat(s, func(x xa.Stats) int64 { return x.Recovered }) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_xa_in_doubt", Help: "Prepared XA branches of keyshard's left after the last recovery (not decided yet, or unreachable)."},
-			func() float64 { return xaStat(s, func(x *xaCoordinator) int64 { return x.inDoubt.Load() }) }),
+			func() float64 { return xaStat(s, func(x xa.Stats) int64 { return x.InDoubt }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_result_cache_hits_total", Help: "Statements answered from the result cache."},
 			func() float64 { return float64(s.rcache.hits.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_result_cache_misses_total", Help: "Cacheable statements not found in the result cache (or found stale)."},
@@ -316,9 +317,9 @@ func boolFloat(b bool) float64 {
 }
 
 // xaStat reads one of the XA coordinator's counters (0 before it exists).
-func xaStat(s *Server, f func(*xaCoordinator) int64) float64 {
+func xaStat(s *Server, f func(xa.Stats) int64) float64 {
 	if s.xa == nil {
 		return 0
 	}
-	return float64(f(s.xa))
+	return float64(f(s.xa.Stats()))
 }

@@ -261,3 +261,16 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 }
 
 func isBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// bindPlan binds a sharded plan into rt, taking first the ids its INSERT
+// wants from a sequence.
+func (s *Session) bindPlan(pl *router.Plan, rt *router.Routing, lits []router.Literal, prefix string) error {
+	if seq, n := pl.Sequence(lits); n > 0 {
+		first, err := s.srv.xa.Sequences().Take(s.srv.ctx, seq, pl.Tables()[0], n)
+		if err != nil {
+			return err
+		}
+		lits = pl.WithIDs(lits, first)
+	}
+	return pl.BindTo(rt, lits, prefix)
+}

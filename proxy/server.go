@@ -18,6 +18,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/frontend"
+	"github.com/keyshard/keyshard/proxy/xa"
 	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 )
@@ -63,8 +64,7 @@ type Server struct {
 	baseState *backend.State
 	states    sync.Map          // collation id -> *backend.State
 	stmtRefs  *backend.StmtRefs // client statements per text, so the backend ones die with them
-	xa        *xaCoordinator    // commits writes over several nodes all or nothing
-	seqs      *sequences        // ids for auto_increment columns of sharded tables
+	xa        *xa.Coordinator   // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
 
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -132,9 +132,8 @@ func newServer(cfg *config.Config, log *zap.Logger, link *clusterLink, black *bl
 	s.snap.Store(snap)
 	s.logNodes(snap)
 	s.learnIdentity(snap, time.Duration(cfg.ConnectTimeout))
-	s.xa = newXA(s)
-	s.seqs = newSequences(s)
-	go s.xa.run()
+	s.xa = xa.New(s.ctx, s, s.log)
+	go s.xa.Run()
 	go s.keepHistory()
 	fm := newFailoverMonitor(s) // its metrics are registered before New returns
 	go fm.run()
@@ -381,7 +380,7 @@ loop:
 		}
 	}
 	s.cancel()
-	<-s.xa.stopped
+	<-s.xa.Stopped()
 	s.leaveCluster()
 	s.reloadMu.Lock() // no reload swaps in new nodes after this
 	for _, n := range s.snap.Load().allNodes() {

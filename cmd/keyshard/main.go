@@ -23,6 +23,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/admin"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/xa"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/natefinch/lumberjack.v2"
@@ -164,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fp := os.Getenv("KS_FAILPOINT"); fp != "" {
 		// Fault tests only: the process kills itself at a step of a write
 		// over several nodes.
-		if err := proxy.KillAt(fp); err != nil {
+		if err := xa.KillAt(fp); err != nil {
 			log.Error("cannot start", zap.Error(err))
 			return 1
 		}

@@ -383,7 +383,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // resolveXA finishes the XA transaction ?xid= by hand (see
-// proxy.Server.ResolveXA).
+// proxy.Controls.ResolveXA, xa.Coordinator.Resolve).
 func resolveXA(ctl proxy.Controls, r *http.Request, commit bool) (any, error) {
 	n, err := ctl.ResolveXA(r.Context(), r.URL.Query().Get("xid"), commit)
 	if err != nil {

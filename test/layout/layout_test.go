@@ -21,6 +21,7 @@ var forbidden = map[string][]string{
 	"backend":      {"router", "proxy", "proxy/engine"},
 	"backend/wire": {"backend", "router", "proxy"},
 	"proxy/merge":  {"proxy", "proxy/engine", "backend"},
+	"proxy/xa":     {"proxy", "proxy/admin", "cmd/keyshard"},
 }
 
 // only lists, for a package, every keyshard package it may depend on: the

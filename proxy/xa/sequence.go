@@ -1,4 +1,4 @@
-package proxy
+package xa
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -32,9 +33,10 @@ import (
 // seqTable is the sequence table's name in xa_log_db.
 const seqTable = "ks_sequence"
 
-// sequences hands out ids, per sequence name, from blocks.
-type sequences struct {
-	s     *Server
+// Sequences hands out ids, per sequence name, from blocks (see
+// Coordinator.Sequences).
+type Sequences struct {
+	x     *Coordinator // its xa_log_db and configuration
 	mu    sync.Mutex
 	named map[string]*seqBlock
 	ready sync.Map // node name -> true: its sequence table exists
@@ -47,15 +49,11 @@ type seqBlock struct {
 	next, end uint64
 }
 
-func newSequences(s *Server) *sequences {
-	return &sequences{s: s, named: map[string]*seqBlock{}}
-}
-
-// take returns the first of n consecutive ids of seq, which fills a
+// Take returns the first of n consecutive ids of seq, which fills a
 // column of table t: from the block held when it has n left, else from
 // a new block of max(n, cache) ids (the rest of the old one is dropped,
 // so that one INSERT's ids are consecutive).
-func (q *sequences) take(ctx context.Context, seq *router.Sequence, t *router.TableRule, n int) (uint64, error) {
+func (q *Sequences) Take(ctx context.Context, seq *router.Sequence, t *router.TableRule, n int) (uint64, error) {
 	q.mu.Lock()
 	b := q.named[seq.Name]
 	if b == nil {
@@ -80,21 +78,21 @@ func (q *sequences) take(ctx context.Context, seq *router.Sequence, t *router.Ta
 
 // fetch takes a block of size ids of seq on the sequence node and returns
 // the first.
-func (q *sequences) fetch(ctx context.Context, seq *router.Sequence, t *router.TableRule, size uint64) (uint64, error) {
-	snap := q.s.snap.Load()
-	node := snap.cfg.XALogNode
-	nd := snap.nodes[node]
+func (q *Sequences) fetch(ctx context.Context, seq *router.Sequence, t *router.TableRule, size uint64) (uint64, error) {
+	node := q.x.env.Config().XALogNode
+	nodes := q.x.env.Nodes()
+	nd := nodes[node]
 	if nd == nil {
-		return 0, newErr(errNotSupported, "keyshard: sequence %s: its node %q (xa_log_node) is not configured", seq.Name, node)
+		return 0, engine.Errorf(engine.KindNotSupported, "keyshard: sequence %s: its node %q (xa_log_node) is not configured", seq.Name, node)
 	}
 	bc, put, err := conn(ctx, nd.Master)
 	if err != nil {
 		return 0, err
 	}
 	defer put()
-	table := quoteName(q.s.xa.db) + "." + seqTable
+	table := quoteName(q.x.db) + "." + seqTable
 	if _, ok := q.ready.Load(node); !ok {
-		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + quoteName(q.s.xa.db),
+		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + quoteName(q.x.db),
 			"CREATE TABLE IF NOT EXISTS " + table + " (name VARCHAR(191) NOT NULL PRIMARY KEY, " +
 				"next_id BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB"} {
 			if _, err := bc.Exec(ddl); err != nil {
@@ -109,8 +107,8 @@ func (q *sequences) fetch(ctx context.Context, seq *router.Sequence, t *router.T
 	if err == nil && res.OK.AffectedRows == 0 {
 		// First use: the sequence starts after the ids already there.
 		start := uint64(1)
-		for _, r := range seqRules(snap, seq.Name, t) {
-			v, err := q.start(ctx, snap.nodes, r, r.Seq.Column)
+		for _, r := range seqRules(q.x.env.Routes(), seq.Name, t) {
+			v, err := q.start(ctx, nodes, r, r.Seq.Column)
 			if err != nil {
 				return 0, seqErr(seq, node, "reading the greatest "+r.Table+"."+r.Seq.Column, err)
 			}
@@ -125,16 +123,16 @@ func (q *sequences) fetch(ctx context.Context, seq *router.Sequence, t *router.T
 		return 0, seqErr(seq, node, "taking a block of ids", err)
 	}
 	if res.OK.AffectedRows == 0 || res.OK.InsertID < size {
-		return 0, newErr(errNotSupported, "keyshard: sequence %s on node %s: no row in %s after creating it", seq.Name, node, table)
+		return 0, engine.Errorf(engine.KindNotSupported, "keyshard: sequence %s on node %s: no row in %s after creating it", seq.Name, node, table)
 	}
 	return res.OK.InsertID - size, nil
 }
 
 // seqRules are the rules whose ids come from the sequence name (t first):
 // a sequence starts after the ids already in every table it fills.
-func seqRules(snap *snapshot, name string, t *router.TableRule) []*router.TableRule {
+func seqRules(routes map[string]*router.Schema, name string, t *router.TableRule) []*router.TableRule {
 	out := []*router.TableRule{t}
-	for _, sc := range snap.routes {
+	for _, sc := range routes {
 		for _, r := range sc.Rules() {
 			if r.Seq != nil && r.Seq.Name == name && !slices.ContainsFunc(out, func(o *router.TableRule) bool { return o.DB == r.DB && o.Table == r.Table }) {
 				out = append(out, r)
@@ -146,7 +144,7 @@ func seqRules(snap *snapshot, name string, t *router.TableRule) []*router.TableR
 
 // start is one more than the greatest value of column col in any
 // sub-table of t (1 when all are empty).
-func (q *sequences) start(ctx context.Context, nodes map[string]*backend.Node, t *router.TableRule, col string) (uint64, error) {
+func (q *Sequences) start(ctx context.Context, nodes map[string]*backend.Node, t *router.TableRule, col string) (uint64, error) {
 	byNode := map[string][]string{}
 	for i := range t.Rule.Tables() {
 		byNode[t.NodeOf(i)] = append(byNode[t.NodeOf(i)], t.SubTableName(i))
@@ -199,18 +197,8 @@ func seqErr(seq *router.Sequence, node, doing string, err error) error {
 	if errors.As(err, &be) {
 		return err
 	}
-	return newErr(errNotSupported, "keyshard: sequence %s on node %s: %s: %v", seq.Name, node, doing, err)
+	return engine.Errorf(engine.KindNotSupported, "keyshard: sequence %s on node %s: %s: %v", seq.Name, node, doing, err)
 }
 
-// bindPlan binds a sharded plan into rt, taking first the ids its INSERT
-// wants from a sequence.
-func (s *Session) bindPlan(pl *router.Plan, rt *router.Routing, lits []router.Literal, prefix string) error {
-	if seq, n := pl.Sequence(lits); n > 0 {
-		first, err := s.srv.seqs.take(s.srv.ctx, seq, pl.Tables()[0], n)
-		if err != nil {
-			return err
-		}
-		lits = pl.WithIDs(lits, first)
-	}
-	return pl.BindTo(rt, lits, prefix)
-}
+// quoteName quotes an identifier for MySQL.
+func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

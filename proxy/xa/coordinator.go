@@ -1,4 +1,4 @@
-package proxy
+package xa
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/engine"
+	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
 )
 
@@ -38,8 +40,26 @@ const erXANotA = 1397
 // others alone.
 const xidPrefix = "ks-"
 
-type xaCoordinator struct {
-	s        *Server
+// Env is what the coordinator and the sequences read of the running
+// configuration, each time afresh (a reload may change it); proxy.Server
+// implements it.
+type Env interface {
+	// Nodes are the configured nodes, by name.
+	Nodes() map[string]*backend.Node
+	// Config is the running configuration.
+	Config() *config.Config
+	// Routes are the compiled shard rules, by user: a sequence starts
+	// after the ids already in every table it fills.
+	Routes() map[string]*router.Schema
+}
+
+// Coordinator is the XA coordinator (engine.Atomic), with its recovery
+// loop (Run).
+type Coordinator struct {
+	env      Env
+	ctx      context.Context // the server's lifetime
+	log      *zap.Logger
+	seqs     *Sequences
 	instance string // random per process: XIDs of two instances never clash
 	db       string // xa_log_db as at start (a restart-only setting)
 	seq      atomic.Uint64
@@ -51,24 +71,59 @@ type xaCoordinator struct {
 	commits, rollbacks, recovered, inDoubt atomic.Int64
 	atomicCommits, atomicRollbacks         atomic.Int64  // local transactions included
 	done                                   chan string   // decisions to forget
-	stopped                                chan struct{} // closed when run returns
+	stopped                                chan struct{} // closed when Run returns
 }
 
-func newXA(s *Server) *xaCoordinator {
+var _ engine.Atomic = (*Coordinator)(nil)
+
+// New makes the coordinator of a server whose lifetime is ctx: its own
+// statements are cancelled, and Run returns, when ctx ends. Decisions
+// and sequences live in xa_log_db as env's configuration has it now (a
+// restart-only setting).
+func New(ctx context.Context, env Env, log *zap.Logger) *Coordinator {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &xaCoordinator{s: s, instance: hex.EncodeToString(b[:]), db: s.snap.Load().cfg.XALogDB,
+	x := &Coordinator{env: env, ctx: ctx, log: log, instance: hex.EncodeToString(b[:]), db: env.Config().XALogDB,
 		done: make(chan string, 1024), stopped: make(chan struct{}), seen: map[string]time.Time{}}
+	x.seqs = &Sequences{x: x, named: map[string]*seqBlock{}}
+	return x
+}
+
+// Sequences hands out the ids of sequences (auto_increment columns of
+// sharded tables), kept next to the XA decisions.
+func (x *Coordinator) Sequences() *Sequences { return x.seqs }
+
+// Stopped is closed when Run has returned.
+func (x *Coordinator) Stopped() <-chan struct{} { return x.stopped }
+
+// Stats are the coordinator's counters since start (metrics).
+type Stats struct {
+	// Commits and Rollbacks count writes and transactions over several
+	// nodes (two phases).
+	Commits, Rollbacks int64
+	// AtomicCommits and AtomicRollbacks count every all-or-nothing write
+	// and transaction, local transactions included.
+	AtomicCommits, AtomicRollbacks int64
+	// Recovered counts prepared branches finished by recovery or by hand.
+	Recovered int64
+	// InDoubt is the prepared branches left after the last recovery.
+	InDoubt int64
+}
+
+// Stats reads the counters.
+func (x *Coordinator) Stats() Stats {
+	return Stats{Commits: x.commits.Load(), Rollbacks: x.rollbacks.Load(), AtomicCommits: x.atomicCommits.Load(),
+		AtomicRollbacks: x.atomicRollbacks.Load(), Recovered: x.recovered.Load(), InDoubt: x.inDoubt.Load()}
 }
 
 // NewXID is the id of a new XA transaction for a write statement, whose
 // decision is kept on xa_log_node (see TxXID).
-func (x *xaCoordinator) NewXID() string { return x.TxXID(x.s.snap.Load().cfg.XALogNode) }
+func (x *Coordinator) NewXID() string { return x.TxXID(x.env.Config().XALogNode) }
 
 // TxXID is "ks-<instance>-<unix ms>-<counter>-<node>": node keeps the
 // transaction's decision; the start time lets recovery tell a prepared
 // branch's age.
-func (x *xaCoordinator) TxXID(node string) string {
+func (x *Coordinator) TxXID(node string) string {
 	return xidPrefix + x.instance + "-" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "-" + strconv.FormatUint(x.seq.Add(1), 10) + "-" + node
 }
 
@@ -89,17 +144,17 @@ func parseXID(xid string) (began time.Time, node string, ok bool) {
 // DecisionSQL is the statement recording that xid commits: run by the
 // transaction's first node inside its own (local) transaction, it commits
 // with it, the last resource of the two phases.
-func (x *xaCoordinator) DecisionSQL(xid string) string {
+func (x *Coordinator) DecisionSQL(xid string) string {
 	return "INSERT INTO " + x.table() + " (gtrid, outcome) VALUES (" + backend.Quote(xid) + ", 'C')"
 }
 
 // Prepare makes sure node keeps a decision table.
-func (x *xaCoordinator) Prepare(ctx context.Context, node string) error {
+func (x *Coordinator) Prepare(ctx context.Context, node string) error {
 	_, err := x.logExec(ctx, node, "")
 	return err
 }
 
-func (x *xaCoordinator) table() string { return quoteName(x.db) + ".xa_log" }
+func (x *Coordinator) table() string { return quoteName(x.db) + ".xa_log" }
 
 // conn takes a connection of p for the coordinator's own statements, in
 // the pool's base state with autocommit on (a pooled connection may carry
@@ -129,9 +184,8 @@ func conn(ctx context.Context, p *backend.Pool) (bc *backend.Conn, put func(), e
 }
 
 // logPool is the master pool of node, which keeps decisions.
-func (x *xaCoordinator) logPool(node string) (*backend.Pool, string, error) {
-	snap := x.s.snap.Load()
-	n := snap.nodes[node]
+func (x *Coordinator) logPool(node string) (*backend.Pool, string, error) {
+	n := x.env.Nodes()[node]
 	if n == nil {
 		return nil, "", fmt.Errorf("node %q keeping XA decisions is not configured", node)
 	}
@@ -140,7 +194,7 @@ func (x *xaCoordinator) logPool(node string) (*backend.Pool, string, error) {
 
 // logExec runs q ("" for none) on node's decision table (creating it first
 // if needed), with a deadline.
-func (x *xaCoordinator) logExec(ctx context.Context, node, q string) (*backend.Result, error) {
+func (x *Coordinator) logExec(ctx context.Context, node, q string) (*backend.Result, error) {
 	p, table, err := x.logPool(node)
 	if err != nil {
 		return nil, err
@@ -168,7 +222,7 @@ func (x *xaCoordinator) logExec(ctx context.Context, node, q string) (*backend.R
 
 // decide records outcome ('C' commit, 'R' rollback) for xid; the first
 // decision recorded wins and is returned.
-func (x *xaCoordinator) decide(ctx context.Context, xid string, outcome byte) (byte, error) {
+func (x *Coordinator) decide(ctx context.Context, xid string, outcome byte) (byte, error) {
 	_, node, ok := parseXID(xid)
 	if !ok {
 		return 0, fmt.Errorf("not an XA transaction of keyshard's: %s", xid)
@@ -192,13 +246,13 @@ func (x *xaCoordinator) decide(ctx context.Context, xid string, outcome byte) (b
 
 // Abort records that xid rolls back, unless a commit decision was recorded
 // first: committed reports which decision stands.
-func (x *xaCoordinator) Abort(ctx context.Context, xid string) (committed bool, err error) {
+func (x *Coordinator) Abort(ctx context.Context, xid string) (committed bool, err error) {
 	got, err := x.decide(ctx, xid, 'R')
 	return got == 'C', err
 }
 
 // outcome is the decision recorded for xid (0 if none).
-func (x *xaCoordinator) outcome(ctx context.Context, xid string) (byte, error) {
+func (x *Coordinator) outcome(ctx context.Context, xid string) (byte, error) {
 	_, node, ok := parseXID(xid)
 	if !ok {
 		return 0, fmt.Errorf("not an XA transaction of keyshard's: %s", xid)
@@ -214,7 +268,7 @@ func (x *xaCoordinator) outcome(ctx context.Context, xid string) (byte, error) {
 }
 
 // Decide records the commit decision of xid before its branches commit.
-func (x *xaCoordinator) Decide(ctx context.Context, xid string) error {
+func (x *Coordinator) Decide(ctx context.Context, xid string) error {
 	got, err := x.decide(ctx, xid, 'C')
 	if err != nil {
 		return err
@@ -226,7 +280,7 @@ func (x *xaCoordinator) Decide(ctx context.Context, xid string) error {
 }
 
 // Done forgets xid's decision, in the background.
-func (x *xaCoordinator) Done(xid string) {
+func (x *Coordinator) Done(xid string) {
 	select {
 	case x.done <- xid:
 	default: // recovery deletes it later
@@ -236,7 +290,7 @@ func (x *xaCoordinator) Done(xid string) {
 // Outcome counts a finished all-or-nothing write or transaction: over
 // several nodes (two phases), or over several sub-tables of one node (a
 // local transaction).
-func (x *xaCoordinator) Outcome(committed bool, nodes int) {
+func (x *Coordinator) Outcome(committed bool, nodes int) {
 	switch {
 	case committed:
 		x.atomicCommits.Add(1)
@@ -251,22 +305,22 @@ func (x *xaCoordinator) Outcome(committed bool, nodes int) {
 	}
 }
 
-// run forgets finished decisions and recovers prepared branches, until
-// the server stops.
-func (x *xaCoordinator) run() {
+// Run forgets finished decisions and recovers prepared branches, until
+// the server stops (the ctx of New); Stopped is closed when it returns.
+func (x *Coordinator) Run() {
 	defer close(x.stopped)
-	interval := x.s.snap.Load().cfg.XARecoverInterval.D()
+	interval := x.env.Config().XARecoverInterval.D()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	x.recoverAll()
 	for {
 		select {
-		case <-x.s.ctx.Done():
+		case <-x.ctx.Done():
 			return
 		case xid := <-x.done:
 			_, node, _ := parseXID(xid)
-			if _, err := x.logExec(x.s.ctx, node, "DELETE FROM $T WHERE gtrid = "+backend.Quote(xid)); err != nil {
-				x.s.log.Debug("forgetting an XA decision failed (recovery retries)", zap.String("xid", xid), zap.Error(err))
+			if _, err := x.logExec(x.ctx, node, "DELETE FROM $T WHERE gtrid = "+backend.Quote(xid)); err != nil {
+				x.log.Debug("forgetting an XA decision failed (recovery retries)", zap.String("xid", xid), zap.Error(err))
 			}
 		case <-t.C:
 			x.recoverAll()
@@ -278,17 +332,16 @@ func (x *xaCoordinator) run() {
 type preparedBranch struct{ gtrid, bqual string }
 
 // recoverAll finishes every prepared branch of keyshard's on every node.
-func (x *xaCoordinator) recoverAll() {
-	snap := x.s.snap.Load()
-	timeout := snap.cfg.XAPreparedTimeout.D()
+func (x *Coordinator) recoverAll() {
+	timeout := x.env.Config().XAPreparedTimeout.D()
 	inDoubt := int64(0)
 	var seen []string // prepared transactions: their decisions stay
 	seenNow := map[string]bool{}
 	complete := true
-	for name, n := range snap.nodes {
+	for name, n := range x.env.Nodes() {
 		branches, err := x.prepared(n.Master)
 		if err != nil {
-			x.s.log.Debug("XA RECOVER failed", zap.String("node", name), zap.Error(err))
+			x.log.Debug("XA RECOVER failed", zap.String("node", name), zap.Error(err))
 			complete = false
 			continue
 		}
@@ -297,7 +350,7 @@ func (x *xaCoordinator) recoverAll() {
 			key := name + "\x00" + b.gtrid + "\x00" + b.bqual
 			seenNow[key] = true
 			age := x.preparedFor(key)
-			out, err := x.outcome(x.s.ctx, b.gtrid)
+			out, err := x.outcome(x.ctx, b.gtrid)
 			if err != nil {
 				inDoubt++
 				continue
@@ -307,7 +360,7 @@ func (x *xaCoordinator) recoverAll() {
 					inDoubt++ // maybe still running: its coordinator decides
 					continue
 				}
-				if out, err = x.decide(x.s.ctx, b.gtrid, 'R'); err != nil {
+				if out, err = x.decide(x.ctx, b.gtrid, 'R'); err != nil {
 					inDoubt++
 					continue
 				}
@@ -317,12 +370,12 @@ func (x *xaCoordinator) recoverAll() {
 				verb = "XA COMMIT "
 			}
 			if err := x.finish(n.Master, verb+backend.Quote(b.gtrid)+","+backend.Quote(b.bqual)); err != nil {
-				x.s.log.Warn("XA recovery could not finish a branch", zap.String("node", name), zap.String("xid", b.gtrid), zap.Error(err))
+				x.log.Warn("XA recovery could not finish a branch", zap.String("node", name), zap.String("xid", b.gtrid), zap.Error(err))
 				inDoubt++
 				continue
 			}
 			x.recovered.Add(1)
-			x.s.log.Info("XA branch recovered", zap.String("node", name), zap.String("xid", b.gtrid), zap.String("action", verb))
+			x.log.Info("XA branch recovered", zap.String("node", name), zap.String("xid", b.gtrid), zap.String("action", verb))
 		}
 	}
 	x.inDoubt.Store(inDoubt)
@@ -338,15 +391,15 @@ func (x *xaCoordinator) recoverAll() {
 			q += " AND gtrid NOT IN (" + strings.Join(seen, ", ") + ")"
 		}
 		x.ready.Range(func(node, _ any) bool {
-			_, _ = x.logExec(x.s.ctx, node.(string), q)
+			_, _ = x.logExec(x.ctx, node.(string), q)
 			return true
 		})
 	}
 }
 
 // prepared lists keyshard's prepared branches on pool p's server.
-func (x *xaCoordinator) prepared(p *backend.Pool) ([]preparedBranch, error) {
-	bc, put, err := conn(x.s.ctx, p)
+func (x *Coordinator) prepared(p *backend.Pool) ([]preparedBranch, error) {
+	bc, put, err := conn(x.ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -376,8 +429,8 @@ func (x *xaCoordinator) prepared(p *backend.Pool) ([]preparedBranch, error) {
 }
 
 // finish runs q (XA COMMIT or ROLLBACK of a prepared branch) on p.
-func (x *xaCoordinator) finish(p *backend.Pool, q string) error {
-	bc, put, err := conn(x.s.ctx, p)
+func (x *Coordinator) finish(p *backend.Pool, q string) error {
+	bc, put, err := conn(x.ctx, p)
 	if err != nil {
 		return err
 	}
@@ -388,7 +441,7 @@ func (x *xaCoordinator) finish(p *backend.Pool, q string) error {
 
 // preparedFor is how long recovery has seen branch prepared (its age
 // counts from then, not from its coordinator's clock).
-func (x *xaCoordinator) preparedFor(branch string) time.Duration {
+func (x *Coordinator) preparedFor(branch string) time.Duration {
 	x.seenMu.Lock()
 	defer x.seenMu.Unlock()
 	t, ok := x.seen[branch]
@@ -400,7 +453,7 @@ func (x *xaCoordinator) preparedFor(branch string) time.Duration {
 }
 
 // forgetUnseen drops the branches recovery no longer sees prepared.
-func (x *xaCoordinator) forgetUnseen(now map[string]bool) {
+func (x *Coordinator) forgetUnseen(now map[string]bool) {
 	x.seenMu.Lock()
 	defer x.seenMu.Unlock()
 	for b := range x.seen {
@@ -435,8 +488,8 @@ func KillAt(spec string) error {
 	return nil
 }
 
-// XABranch is one of keyshard's prepared XA branches (ADMIN XA, REST).
-type XABranch struct {
+// Branch is one of keyshard's prepared XA branches (ADMIN XA, REST).
+type Branch struct {
 	Node     string `json:"node"`
 	XID      string `json:"xid"`
 	Branch   string `json:"branch"`
@@ -445,12 +498,11 @@ type XABranch struct {
 	PreparedFor string `json:"prepared_for"`
 }
 
-// XABranches lists keyshard's prepared branches on every node, with the
+// Branches lists keyshard's prepared branches on every node, with the
 // decision recorded for each (in doubt: none yet, or not finished).
-func (s *Server) XABranches(ctx context.Context) ([]XABranch, error) {
-	x := s.xa
-	var out []XABranch
-	for name, n := range s.snap.Load().nodes {
+func (x *Coordinator) Branches(ctx context.Context) ([]Branch, error) {
+	var out []Branch
+	for name, n := range x.env.Nodes() {
 		branches, err := x.prepared(n.Master)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: XA RECOVER: %w", name, err)
@@ -465,28 +517,19 @@ func (s *Server) XABranches(ctx context.Context) ([]XABranch, error) {
 			case o == 'R':
 				d = "rollback"
 			}
-			out = append(out, XABranch{Node: name, XID: b.gtrid, Branch: b.bqual, Decision: d,
+			out = append(out, Branch{Node: name, XID: b.gtrid, Branch: b.bqual, Decision: d,
 				PreparedFor: x.preparedFor(name + "\x00" + b.gtrid + "\x00" + b.bqual).Round(time.Second).String()})
 		}
 	}
-	slices.SortFunc(out, func(a, b XABranch) int { return strings.Compare(a.XID+a.Node, b.XID+b.Node) })
+	slices.SortFunc(out, func(a, b Branch) int { return strings.Compare(a.XID+a.Node, b.XID+b.Node) })
 	return out, nil
 }
 
-// ResolveXA finishes transaction xid by hand: it records the decision
+// Resolve finishes transaction xid by hand: it records the decision
 // (commit true, else rollback; a decision already recorded stands, and a
 // different one is an error), then commits or rolls back its prepared
 // branches on every node. It returns how many it finished.
-func (c Controls) ResolveXA(ctx context.Context, xid string, commit bool) (int, error) {
-	n, err := c.s.resolveXA(ctx, xid, commit)
-	if n > 0 || err == nil {
-		_ = c.done(fmt.Sprintf("XA %s %s by hand: %d branches finished", map[bool]string{true: "commit", false: "rollback"}[commit], xid, n), nil)
-	}
-	return n, err
-}
-
-func (s *Server) resolveXA(ctx context.Context, xid string, commit bool) (int, error) {
-	x := s.xa
+func (x *Coordinator) Resolve(ctx context.Context, xid string, commit bool) (int, error) {
 	if _, _, ok := parseXID(xid); !ok {
 		return 0, fmt.Errorf("%q is not the id of an XA transaction of keyshard's", xid)
 	}
@@ -515,7 +558,7 @@ func (s *Server) resolveXA(ctx context.Context, xid string, commit bool) (int, e
 		verb = "XA COMMIT "
 	}
 	done := 0
-	for name, n := range s.snap.Load().nodes {
+	for name, n := range x.env.Nodes() {
 		branches, err := x.prepared(n.Master)
 		if err != nil {
 			return done, fmt.Errorf("node %s: XA RECOVER: %w", name, err)
@@ -535,6 +578,6 @@ func (s *Server) resolveXA(ctx context.Context, xid string, commit bool) (int, e
 			x.recovered.Add(1)
 		}
 	}
-	s.log.Info("XA transaction resolved by hand", zap.String("xid", xid), zap.Bool("commit", commit), zap.Int("branches", done))
+	x.log.Info("XA transaction resolved by hand", zap.String("xid", xid), zap.Bool("commit", commit), zap.Int("branches", done))
 	return done, nil
 }
