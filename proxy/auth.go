@@ -218,7 +218,7 @@ func (s *Session) handshake() error {
 	if err := s.setUser(r.user); err != nil {
 		return err
 	}
-	if s.srv.offline.Load() && !s.srv.mayLoginOffline(s.snap.cfg, r.user) {
+	if !s.srv.ctl.Online() && !s.srv.mayLoginOffline(s.snap.cfg, r.user) {
 		s.srv.metrics.rejected("offline").Inc()
 		return newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused, but for admin users")
 	}

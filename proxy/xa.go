@@ -473,18 +473,6 @@ func (s *Server) XABranches(ctx context.Context) ([]XABranch, error) {
 	return out, nil
 }
 
-// ResolveXA finishes transaction xid by hand: it records the decision
-// (commit true, else rollback; a decision already recorded stands, and a
-// different one is an error), then commits or rolls back its prepared
-// branches on every node. It returns how many it finished.
-func (c Controls) ResolveXA(ctx context.Context, xid string, commit bool) (int, error) {
-	n, err := c.s.resolveXA(ctx, xid, commit)
-	if n > 0 || err == nil {
-		_ = c.done(fmt.Sprintf("XA %s %s by hand: %d branches finished", map[bool]string{true: "commit", false: "rollback"}[commit], xid, n), nil)
-	}
-	return n, err
-}
-
 func (s *Server) resolveXA(ctx context.Context, xid string, commit bool) (int, error) {
 	x := s.xa
 	if _, _, ok := parseXID(xid); !ok {

@@ -17,6 +17,7 @@ import (
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 )
 
 // Several keyshard instances on one config in a real etcd (scripts/etcd.sh):
@@ -96,7 +97,7 @@ func tryClusterProxy(t *testing.T, st *cluster.Store, name string) (*testProxy, 
 	}
 	local := config.Local{Addr: ln.Addr().String(), Name: name}
 	log, logs := testLogger(t)
-	srv, err := proxy.NewClustered(cfg, log, proxy.ClusterOptions{Store: store, State: state, Local: local, Version: "e2e"})
+	srv, err := proxy.NewClustered(cfg, log, control.ClusterOptions{Store: store, State: state, Local: local, Version: "e2e"})
 	if err != nil {
 		return fail(err)
 	}
@@ -119,12 +120,12 @@ func TestClusterSharedConfig(t *testing.T) {
 		rows[0][1] != a.Addr || rows[0][9] != "yes" || rows[1][9] != "no" {
 		t.Fatalf("SHOW PROXIES on ks-a: %v", rows)
 	}
-	var list []proxy.Proxy
+	var list []control.Proxy
 	if code := rest(t, b, "GET", "/api/v1/proxies", "", true, &list); code != 200 || len(list) != 2 || !list[1].Self || list[1].Addr != b.Addr {
 		t.Fatalf("GET /api/v1/proxies on ks-b: %d %+v", code, list)
 	}
 	var status struct {
-		Instances []proxy.Proxy `json:"instances"`
+		Instances []control.Proxy `json:"instances"`
 	}
 	if code := rest(t, a, "GET", "/api/v1/status", "", true, &status); code != 200 || len(status.Instances) != 2 || !status.Instances[0].Self {
 		t.Fatalf("the status page's instances on ks-a: %d %+v", code, status.Instances)
@@ -400,7 +401,7 @@ func TestClusterEtcdLost(t *testing.T) {
 	})
 	within(t, 2*time.Second, "the change after etcd returned on ks-b", func() bool { return b.Srv.Config().SlowLogTime == 124 })
 	within(t, 15*time.Second, "both instances listed again", func() bool {
-		list, err := a.Srv.Proxies(context.Background())
+		list, err := a.Srv.Control().Proxies(context.Background())
 		return err == nil && len(list) == 2 && list[0].Current && list[1].Current
 	})
 }
