@@ -2,13 +2,36 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/blacklist"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/control"
+	"go.uber.org/zap"
 )
+
+// NewClustered builds a server like New whose config is o.State's
+// document: it follows the document's changes and registers itself as a
+// member until Shutdown.
+func NewClustered(cfg *config.Config, log *zap.Logger, o control.ClusterOptions) (*Server, error) {
+	black, err := blacklist.Parse(o.State.Blacklist)
+	if err != nil {
+		o.Store.Close()
+		return nil, fmt.Errorf("%s: blacklist: %w", o.Store.Source(), err)
+	}
+	s, err := newServer(cfg, log, &o, black)
+	if err != nil {
+		o.Store.Close()
+		return nil, err
+	}
+	if err := s.ctl.Start(s.metrics.Registry); err != nil {
+		_ = s.Shutdown(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
 
 // dataPlane is the server as its control plane drives it
 // (control.DataPlane): the running snapshot and what it is built from.

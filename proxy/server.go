@@ -93,27 +93,6 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	return s, nil
 }
 
-// NewClustered builds a server like New whose config is o.State's
-// document: it follows the document's changes and registers itself as a
-// member until Shutdown.
-func NewClustered(cfg *config.Config, log *zap.Logger, o control.ClusterOptions) (*Server, error) {
-	black, err := blacklist.Parse(o.State.Blacklist)
-	if err != nil {
-		o.Store.Close()
-		return nil, fmt.Errorf("%s: blacklist: %w", o.Store.Source(), err)
-	}
-	s, err := newServer(cfg, log, &o, black)
-	if err != nil {
-		o.Store.Close()
-		return nil, err
-	}
-	if err := s.ctl.Start(s.metrics.Registry); err != nil {
-		_ = s.Shutdown(context.Background())
-		return nil, err
-	}
-	return s, nil
-}
-
 // newServer is New with the options of a shared config (nil: a file) and
 // the SQL blacklist.
 func newServer(cfg *config.Config, log *zap.Logger, o *control.ClusterOptions, black *blacklist.List) (*Server, error) {
@@ -619,6 +598,3 @@ func (s *Server) mayLoginOffline(cfg *config.Config, user string) bool {
 // Control returns the server's control plane: reloads, the operator's
 // controls, the shared config, failovers.
 func (s *Server) Control() *control.Plane { return s.ctl }
-
-// Name is the instance's name (-name, KEYSHARD_NAME; else the host name).
-func (s *Server) Name() string { return s.ctl.Name() }

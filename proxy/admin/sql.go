@@ -406,7 +406,7 @@ func xaCmd(srv *proxy.Server, ctl control.Controls, vals []string) (*proxy.Admin
 }
 
 // reload reloads the config file (force: even if it moves existing rows,
-// see proxy.Server.Reload); a failure is a bad argument (the file).
+// see control.Plane.Reload); a failure is a bad argument (the file).
 func reload(ctl control.Controls, force bool) ([]string, error) {
 	warnings, err := ctl.Reload(force)
 	if err != nil {

@@ -22,7 +22,7 @@
 //
 // # Concurrency
 //
-// One reload or change at a time (Plane.mu, once Server.reloadMu);
+// One reload or change at a time (Plane.mu);
 // shutdown takes the same lock through Exclusive so that no reload starts
 // a drain or swaps in nodes once it has begun.
 package control

@@ -318,7 +318,7 @@ func TestClusterConcurrentEdits(t *testing.T) {
 	}
 	slices.Sort(want)
 	for _, p := range []*testProxy{a, b} {
-		within(t, 2*time.Second, "every edit on "+p.Srv.Name(), func() bool {
+		within(t, 2*time.Second, "every edit on "+p.Srv.Control().Name(), func() bool {
 			got := p.Srv.AllowIPs()
 			slices.Sort(got)
 			return slices.Equal(got, want) && len(p.Srv.BlackSQLs()) == 2*per
@@ -465,9 +465,9 @@ func TestClusterFailover(t *testing.T) {
 	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
 	dbs := map[string]*sql.DB{}
 	for _, p := range []*testProxy{a, b} {
-		dbs[p.Srv.Name()] = p.open(t, "ks:ks", "failover_e2e", "timeout=5s&readTimeout=10s&writeTimeout=10s")
+		dbs[p.Srv.Control().Name()] = p.open(t, "ks:ks", "failover_e2e", "timeout=5s&readTimeout=10s&writeTimeout=10s")
 		if code := rest(t, p, "GET", "/readyz", "", false, nil); code != 200 {
-			t.Fatalf("%s /readyz: %d, want 200", p.Srv.Name(), code)
+			t.Fatalf("%s /readyz: %d, want 200", p.Srv.Control().Name(), code)
 		}
 	}
 	id := 0
@@ -494,7 +494,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("stop master: %v\n%s", err, out)
 	}
 	for _, p := range []*testProxy{a, b} {
-		within(t, 10*time.Second, p.Srv.Name()+" /readyz 503", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 503 })
+		within(t, 10*time.Second, p.Srv.Control().Name()+" /readyz 503", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 503 })
 	}
 	if out, err := backends("promote", fmt.Sprint(foReplica)); err != nil {
 		t.Fatalf("promote: %v\n%s", err, out)
@@ -505,7 +505,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Logf("%s: writes again %v after the promotion", name, time.Since(promoted).Round(time.Millisecond))
 	}
 	for _, p := range []*testProxy{a, b} {
-		within(t, 5*time.Second, p.Srv.Name()+" /readyz 200", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 200 })
+		within(t, 5*time.Second, p.Srv.Control().Name()+" /readyz 200", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 200 })
 	}
 	cur, err := st.Read(context.Background())
 	if err != nil {
@@ -525,7 +525,7 @@ func TestClusterFailover(t *testing.T) {
 	if total != 1 {
 		for _, p := range []*testProxy{a, b} {
 			for _, e := range p.Logs.FilterMessageSnippet("fo1").All() {
-				t.Logf("%s: %s %v", p.Srv.Name(), e.Message, e.ContextMap())
+				t.Logf("%s: %s %v", p.Srv.Control().Name(), e.Message, e.ContextMap())
 			}
 		}
 		t.Errorf("failovers made: %v over the two instances, want 1", total)
@@ -545,7 +545,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	back := fmt.Sprintf("node fo1: former master %s is back and writable", foAddr(foMaster))
 	for _, p := range []*testProxy{a, b} {
-		within(t, 15*time.Second, p.Srv.Name()+": the former-master report", func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
+		within(t, 15*time.Second, p.Srv.Control().Name()+": the former-master report", func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
 	}
 	for name := range dbs {
 		if err := write(name); err != nil {
@@ -587,7 +587,7 @@ func testEtcdWiped(t *testing.T, changes int) {
 		if t.Failed() {
 			for _, p := range []*testProxy{a, b} {
 				for _, e := range p.Logs.FilterMessageSnippet("cluster").All() {
-					t.Logf("%s: %s %s %v", p.Srv.Name(), e.Time.Format("15:04:05.000"), e.Message, e.ContextMap())
+					t.Logf("%s: %s %s %v", p.Srv.Control().Name(), e.Time.Format("15:04:05.000"), e.Message, e.ContextMap())
 				}
 			}
 			t.Logf("ks-a slow_log_time %d, ks-b %d", a.Srv.Config().SlowLogTime, b.Srv.Config().SlowLogTime)
