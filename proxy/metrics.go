@@ -300,13 +300,6 @@ func (c *poolCollector) collectBackend(ch chan<- prometheus.Metric, name string,
 	ch <- prometheus.MustNewConstHistogram(descBackendTime, uint64(ls.Count), ls.Sum.Seconds(), buckets, l...)
 }
 
-func boolFloat(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // xaStat reads one of the XA coordinator's counters (0 before it exists).
 func xaStat(s *Server, f func(*xaCoordinator) int64) float64 {
 	if s.xa == nil {
