@@ -11,7 +11,7 @@ import (
 )
 
 // ServerRole is what a server says of its place in replication: the
-// proxy's failover follower (proxy/failover.go) asks each replica of a
+// proxy's failover follower (proxy/control/failover.go) asks each replica of a
 // node whose master is down, and each former master.
 type ServerRole struct {
 	ReadOnly bool // @@read_only is on

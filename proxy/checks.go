@@ -31,14 +31,14 @@ func (s *Session) mayRun(sql string, info router.Info) error {
 // checkBlack applies the SQL blacklist to sql (classified as info).
 func (s *Session) checkBlack(sql string, info router.Info) error {
 	b := s.srv.black.Load()
-	if b.empty() {
+	if b.Empty() {
 		return nil
 	}
 	sql, info = s.asServerReads(sql, info)
-	if !b.mayMatch(sql, info) {
+	if !b.MayMatch(sql, info) {
 		return nil
 	}
-	return b.check(s.getParser(), sql, s.vars.DB)
+	return b.Check(s.getParser(), sql, s.vars.DB)
 }
 
 // asServerReads returns sql as keyshard's lexers must read it to see the

@@ -14,7 +14,7 @@
 //	   ▼
 //	Session (one goroutine a client)   session.go: command loop, dispatch,
 //	   │                               SET/USE/KILL, session state
-//	   │  classify, digest, blacklist  router.Classify, trace.go, blacklist.go
+//	   │  classify, digest, blacklist  router.Classify, trace.go, proxy/blacklist
 //	   ▼
 //	plan                               routed.go → router: cached plan by
 //	   │                               statement shape, bound to the literals
@@ -39,7 +39,15 @@
 //     rules), prepared-statement bookkeeping (stmt.go, execute.go sends an
 //     execution's packets), text PREPARE on sharded tables (textstmt.go),
 //     digests and logs of each statement (trace.go, sqllog.go), the
-//     operator's controls (control.go, adminhook.go), metrics.
+//     admin statement hook (adminhook.go), what the operator sees of the
+//     data plane (status.go), metrics. It implements control.DataPlane
+//     (dataplane.go): building and swapping in snapshots.
+//   - proxy/control: the control plane: config reloads and the file
+//     watcher, the operator's controls (control.Controls), the config
+//     shared in etcd, failover following. It drives the server through
+//     control.DataPlane and never imports proxy.
+//   - proxy/blacklist: the SQL blacklist, checked by sessions and edited
+//     by the control plane; never imports proxy.
 //   - proxy/engine: executing a bound routing and relaying every result set;
 //     the connection lease. It declares the interfaces it needs (Conns,
 //     Tracer) and never imports proxy.

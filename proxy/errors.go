@@ -8,6 +8,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/proxy/blacklist"
+	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
@@ -25,9 +27,6 @@ const (
 	errNoSchema
 	errKilled
 	errOffline
-	errAdminArg
-	errAdminMissing // a bad argument: what it names to remove is not there
-	errBlacklisted
 	errUserLimit
 	errKindEnd
 )
@@ -55,9 +54,6 @@ var proxyCodes = map[errKind]uint16{
 	errNoSchema:        mysql.ER_DBACCESS_DENIED_ERROR,
 	errKilled:          mysql.ER_QUERY_INTERRUPTED,
 	errOffline:         erServerOfflineMode,
-	errAdminArg:        mysql.ER_WRONG_ARGUMENTS,
-	errAdminMissing:    mysql.ER_WRONG_ARGUMENTS,
-	errBlacklisted:     mysql.ER_OPTION_PREVENTS_STATEMENT,
 	errUserLimit:       mysql.ER_USER_LIMIT_REACHED,
 }
 
@@ -87,6 +83,13 @@ var engineCodes = map[engine.Kind]uint16{
 	engine.KindNoResult:     mysql.ER_NOT_SUPPORTED_YET,
 }
 
+// blacklistCodes maps the SQL blacklist's refusals (Uncheckable) to their
+// MySQL errno.
+var blacklistCodes = map[bool]uint16{
+	false: mysql.ER_OPTION_PREVENTS_STATEMENT,
+	true:  mysql.ER_NOT_SUPPORTED_YET,
+}
+
 // sqlStates overrides SQLSTATEs where go-mysql's table has none or a
 // different one from the MySQL server.
 var sqlStates = map[uint16]string{
@@ -111,6 +114,8 @@ func toMySQL(err error) *mysql.MyError {
 	var be *backend.Error
 	var re *router.Error
 	var ee *engine.Error
+	var ae *control.ArgError
+	var ble *blacklist.Error
 	switch {
 	case errors.As(err, &fe):
 		if c, ok := frontendCodes[fe.Kind]; ok {
@@ -124,6 +129,10 @@ func toMySQL(err error) *mysql.MyError {
 		if c, ok := proxyCodes[pe.kind]; ok {
 			code = c
 		}
+	case errors.As(err, &ae):
+		code = mysql.ER_WRONG_ARGUMENTS // a bad argument to an operator control (Missing too)
+	case errors.As(err, &ble):
+		code = blacklistCodes[ble.Uncheckable]
 	case errors.As(err, &be):
 		if c, ok := backendCodes[be.Kind]; ok {
 			code = c

@@ -1,14 +1,21 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/blacklist"
+	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/proxy/frontend"
+	"github.com/keyshard/keyshard/router"
+	"go.uber.org/zap"
 )
 
 // Every internal error kind must map to a real MySQL errno, never the
@@ -41,6 +48,21 @@ func TestEveryErrorKindIsMapped(t *testing.T) {
 			t.Errorf("frontend kind %d: bad SQLSTATE %q", k, e.State)
 		}
 	}
+	// The errors of the packages proxy imports that make their own.
+	for _, c := range []struct {
+		err  error
+		code uint16
+	}{
+		{control.ArgErrorf("bad argument"), mysql.ER_WRONG_ARGUMENTS},
+		{missingBlackSQL(t), mysql.ER_WRONG_ARGUMENTS},
+		{blacklistErr(t, "select 1"), mysql.ER_OPTION_PREVENTS_STATEMENT},
+		{blacklistErr(t, "prepare s from @q"), mysql.ER_NOT_SUPPORTED_YET},
+	} {
+		e := toMySQL(fmt.Errorf("wrapped: %w", c.err))
+		if e.Code != c.code || len(e.State) != 5 || e.Message != "wrapped: "+c.err.Error() {
+			t.Errorf("%T %q: mapped to %d %q %q, want %d", c.err, c.err, e.Code, e.State, e.Message, c.code)
+		}
+	}
 	for _, k := range engine.Kinds() {
 		e := toMySQL(fmt.Errorf("wrapped: %w", engine.Errorf(k, "kind %d", k)))
 		if e.Code == mysql.ER_UNKNOWN_ERROR || engineCodes[k] == 0 {
@@ -50,6 +72,54 @@ func TestEveryErrorKindIsMapped(t *testing.T) {
 			t.Errorf("engine kind %d: bad SQLSTATE %q", k, e.State)
 		}
 	}
+}
+
+// blacklistErr is the SQL blacklist's refusal of sql by a list of
+// "select 1".
+func blacklistErr(t *testing.T, sql string) error {
+	t.Helper()
+	err := blacklist.New([]string{"select 1"}).Check(router.NewParser(), sql, "")
+	if err == nil {
+		t.Fatalf("the blacklist let %q through", sql)
+	}
+	return err
+}
+
+// missingBlackSQL is the error of removing a blacklist entry that is not
+// there (a control.ArgError with Missing set).
+func missingBlackSQL(t *testing.T) error {
+	t.Helper()
+	cfg, _, err := config.Parse([]byte(`
+user_list:
+  - user: ks
+    password: ks
+nodes:
+  - name: node1
+    user: ks
+    password: ks
+    master: 127.0.0.1:1
+schema_list:
+  - user: ks
+    nodes: [node1]
+    default: node1
+`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	err = s.Control().By(control.Actor{User: "t"}).DelBlackSQL("select 9")
+	if !control.IsMissing(err) {
+		t.Fatalf("removing a missing blacklist entry: %v, want a control.ArgError with Missing", err)
+	}
+	return err
 }
 
 func TestRelayedErrorKeepsItsCode(t *testing.T) {

@@ -29,6 +29,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/frontend"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -218,7 +219,7 @@ func newFuzzProxy(f testing.TB, withTLS bool) *fuzzProxy {
 func fuzzAdmin(req AdminRequest) (*AdminResult, bool, error) {
 	switch {
 	case hasPrefixFold(req.SQL, "admin fuzz error"):
-		return nil, true, newErr(errAdminArg, "fuzz admin error")
+		return nil, true, control.ArgErrorf("fuzz admin error")
 	case hasPrefixFold(req.SQL, "admin fuzz"):
 		return &AdminResult{Affected: 1, Info: "fuzz"}, true, nil
 	case hasPrefixFold(req.SQL, "show fuzz"):

@@ -71,14 +71,6 @@ func newMetrics(s *Server) *Metrics {
 	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat, m.stmtsOpen,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_client_connections", Help: "Client connections open."},
 			func() float64 { return float64(s.fe.Conns()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_online", Help: "1 while the proxy accepts new connections, 0 after admin 'change proxy offline'."},
-			func() float64 { return boolFloat(!s.offline.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reloads_total", Help: "Config reloads applied after start (SIGHUP, admin reload, REST, file change); admin changes are keyshard_admin_changes_total."},
-			func() float64 { return float64(s.reloads.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_admin_changes_total", Help: "Changes made through admin SQL or the REST API (each logged with what changed, the user and the interface)."},
-			func() float64 { return float64(s.adminChanges.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_config_reload_errors_total", Help: "Reloads refused (invalid file or blacklist); the running configuration stayed."},
-			func() float64 { return float64(s.reloadErrors.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_commits_total", Help: "Writes over several nodes committed by two-phase commit."},
 			func() float64 { return xaStat(s, func(x xa.Stats) int64 { return x.Commits }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_xa_rollbacks_total", Help: "Writes over several nodes rolled back on every node (an error on one)."},
@@ -307,13 +299,6 @@ func (c *poolCollector) collectBackend(ch chan<- prometheus.Metric, name string,
 		buckets[b] = ls.Cumulative[k]
 	}
 	ch <- prometheus.MustNewConstHistogram(descBackendTime, uint64(ls.Count), ls.Sum.Seconds(), buckets, l...)
-}
-
-func boolFloat(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // xaStat reads one of the XA coordinator's counters (0 before it exists).

@@ -15,7 +15,9 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/blacklist"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/proxy/xa"
@@ -26,9 +28,9 @@ import (
 // Server accepts client connections and runs one Session goroutine per
 // client. Its configuration is an immutable snapshot.
 type Server struct {
-	snap  atomic.Pointer[snapshot]  // the running configuration
-	black atomic.Pointer[blacklist] // the SQL blacklist (edited apart from the config)
-	ident atomic.Pointer[identity]  // the greeting last derived from a backend version
+	snap  atomic.Pointer[snapshot]       // the running configuration
+	black atomic.Pointer[blacklist.List] // the SQL blacklist (edited apart from the config)
+	ident atomic.Pointer[identity]       // the greeting last derived from a backend version
 	log   *zap.Logger
 	sql   *sqlLog
 
@@ -41,21 +43,8 @@ type Server struct {
 	stageNs   stageTotals // of closed sessions; see stages
 	stagesMu  sync.Mutex
 
-	reloadMu     sync.Mutex // one reload or admin change at a time
-	reloads      atomic.Int64
-	reloadErrors atomic.Int64
-	adminChanges atomic.Int64 // changes through admin SQL and REST (Controls)
-	lastReload   atomic.Int64 // unix nanos
-	started      time.Time
-	startCfg     *config.Config // the config at start: what listeners and logs run with
-	local        config.Local   // this instance's own settings (flags, environment), over every config loaded
-	offline      atomic.Bool    // admin 'change proxy offline': new connections refused
-	admin        atomic.Pointer[AdminFunc]
-	link         *clusterLink // the shared config in etcd; nil: the config is a file
-	// savedSum is the hash of the config file as keyshard itself last
-	// wrote it (admin save, a failover): the file watcher does not
-	// reload what runs already.
-	savedSum atomic.Pointer[string]
+	ctl   *control.Plane // reloads, the operator's controls, the etcd link, failovers
+	admin atomic.Pointer[AdminFunc]
 
 	fe        *frontend.Listener // the client side: accept, login, the command loop
 	userConns sync.Map           // user -> *atomic.Int64: open sessions (max_connections of user_list)
@@ -76,7 +65,7 @@ type Server struct {
 // New builds a server from a validated config. Backend pools start warming
 // in the background; a dead backend is not an error here.
 func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
-	black, err := loadBlacklist(cfg.BlacklistSQLFile)
+	black, err := blacklist.Load(cfg.BlacklistSQLFile)
 	if err != nil {
 		return nil, fmt.Errorf("blacklist_sql_file: %w", err)
 	}
@@ -84,17 +73,16 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Source() != "" {
-		go s.watchConfig(fileSum(cfg.Source()))
-	}
+	_ = s.ctl.Start(s.metrics.Registry) // a file: nothing to fail
 	return s, nil
 }
 
-// newServer is New with the config's link to etcd (nil: a file) and the
-// SQL blacklist.
-func newServer(cfg *config.Config, log *zap.Logger, link *clusterLink, black *blacklist) (*Server, error) {
-	s := &Server{log: log, started: time.Now(), link: link}
+// newServer is New with the options of a shared config (nil: a file) and
+// the SQL blacklist.
+func newServer(cfg *config.Config, log *zap.Logger, o *control.ClusterOptions, black *blacklist.List) (*Server, error) {
+	s := &Server{log: log}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.ctl = control.New(s.ctx, (*dataPlane)(s), cfg, log, o)
 	var tlsConf *tls.Config
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
@@ -128,15 +116,12 @@ func newServer(cfg *config.Config, log *zap.Logger, link *clusterLink, black *bl
 	}
 	s.black.Store(black)
 	snap.rev, snap.applied = 1, time.Now()
-	s.startCfg = cfg
 	s.snap.Store(snap)
 	s.logNodes(snap)
 	s.learnIdentity(snap, time.Duration(cfg.ConnectTimeout))
 	s.xa = xa.New(s.ctx, s, s.log)
 	go s.xa.Run()
 	go s.keepHistory()
-	fm := newFailoverMonitor(s) // its metrics are registered before New returns
-	go fm.run()
 	return s, nil
 }
 
@@ -147,7 +132,7 @@ func buildRoutes(cfg *config.Config, old *snapshot) (map[string]*router.Schema, 
 	cfgs := map[string]router.SchemaConfig{}
 	for i := range cfg.SchemaList {
 		sc := &cfg.SchemaList[i]
-		rc := routeConfig(sc)
+		rc := sc.RouteConfig()
 		cfgs[sc.User] = rc
 		if old != nil {
 			if prev, ok := old.routeCfgs[sc.User]; ok && reflect.DeepEqual(prev, rc) {
@@ -162,20 +147,6 @@ func buildRoutes(cfg *config.Config, old *snapshot) (map[string]*router.Schema, 
 		out[sc.User] = rs
 	}
 	return out, cfgs, nil
-}
-
-// routeConfig is what the router compiles from a schema_list entry.
-func routeConfig(sc *config.SchemaConfig) router.SchemaConfig {
-	rc := router.SchemaConfig{Default: sc.Default, Nodes: sc.Nodes}
-	for j := range sc.ShardRule {
-		r := &sc.ShardRule[j]
-		tc := router.TableConfig{DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes, Shard: r.ShardRule()}
-		if r.AutoIncrement != "" {
-			tc.Seq = &router.Sequence{Name: r.SequenceName(), Column: r.AutoIncrement, Cache: r.SequenceCache}
-		}
-		rc.Tables = append(rc.Tables, tc)
-	}
-	return rc
 }
 
 func boolOr(p *bool, def bool) bool {
@@ -339,9 +310,7 @@ func (s *Server) WebLockedFor(remote string) time.Duration {
 // Shutdown stops accepting, lets running statements finish until ctx ends,
 // then closes every session (rolling back open transactions) and the pools.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.reloadMu.Lock() // no reload starts a drain after this
-	s.shuttingDown.Store(true)
-	s.reloadMu.Unlock()
+	s.ctl.Exclusive(func() { s.shuttingDown.Store(true) }) // no reload starts a drain after this
 	s.fe.Close()
 	// Idle sessions (waiting for a command) are closed now: their pinned
 	// connections are reset, which rolls back open transactions.
@@ -381,12 +350,12 @@ loop:
 	}
 	s.cancel()
 	<-s.xa.Stopped()
-	s.leaveCluster()
-	s.reloadMu.Lock() // no reload swaps in new nodes after this
-	for _, n := range s.snap.Load().allNodes() {
-		n.Close()
-	}
-	s.reloadMu.Unlock()
+	s.ctl.Leave()
+	s.ctl.Exclusive(func() { // no reload swaps in new nodes after this
+		for _, n := range s.snap.Load().allNodes() {
+			n.Close()
+		}
+	})
 	s.sql.close()
 	return err
 }
@@ -405,10 +374,6 @@ func (s *Server) mayLoginOffline(cfg *config.Config, user string) bool {
 	return u.ServerAdmin || cfg.IsAdmin(user)
 }
 
-// SetLocal records this instance's own settings (flags, environment),
-// already applied to the config given to New: each reload applies them
-// again over the file.
-func (s *Server) SetLocal(l config.Local) { s.local = l }
-
-// Name is the instance's name (-name, KEYSHARD_NAME; else the host name).
-func (s *Server) Name() string { return s.local.Name }
+// Control returns the server's control plane: reloads, the operator's
+// controls, the shared config, failovers.
+func (s *Server) Control() *control.Plane { return s.ctl }

@@ -101,7 +101,7 @@ func (s *Session) Login(l frontend.Login) error {
 	if err := s.setUser(l.User); err != nil {
 		return err
 	}
-	if !changing && s.srv.offline.Load() && !s.srv.mayLoginOffline(s.snap.cfg, l.User) {
+	if !changing && !s.srv.ctl.Online() && !s.srv.mayLoginOffline(s.snap.cfg, l.User) {
 		s.srv.metrics.rejected("offline").Inc()
 		return newErr(errOffline, "keyshard is offline (admin 'change proxy offline'); new connections are refused, but for admin users")
 	}

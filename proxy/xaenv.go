@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/keyshard/keyshard/proxy/xa"
 	"github.com/keyshard/keyshard/router"
@@ -18,13 +17,3 @@ func (s *Server) Routes() map[string]*router.Schema { return s.snap.Load().route
 // XABranches lists keyshard's prepared branches on every node, with the
 // decision recorded for each (in doubt: none yet, or not finished).
 func (s *Server) XABranches(ctx context.Context) ([]xa.Branch, error) { return s.xa.Branches(ctx) }
-
-// ResolveXA finishes transaction xid by hand (see xa.Coordinator.Resolve)
-// and records the change. It returns how many branches it finished.
-func (c Controls) ResolveXA(ctx context.Context, xid string, commit bool) (int, error) {
-	n, err := c.s.xa.Resolve(ctx, xid, commit)
-	if n > 0 || err == nil {
-		_ = c.done(fmt.Sprintf("XA %s %s by hand: %d branches finished", map[bool]string{true: "commit", false: "rollback"}[commit], xid, n), nil)
-	}
-	return n, err
-}

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/blacklist"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 )
 
 // etcdFlags adds the etcd connection flags (TLS, credentials) to fs.
@@ -187,7 +188,7 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 		if err != nil {
 			continue
 		}
-		if moves := proxy.PlacementChanges(old, next); len(moves) > 0 && !force {
+		if moves := control.PlacementChanges(old, next); len(moves) > 0 && !force {
 			fmt.Fprintf(stderr, "keyshard config: nothing pushed: %s changes where the rows of existing sharded tables are looked for "+
 				"(against revision %d, which instances run):\n  %s\nRows already written would seem lost. Move them first, then push with -force.\n",
 				path, rev, strings.Join(moves, "\n  "))
@@ -197,7 +198,7 @@ func push(ctx context.Context, store *cluster.Store, st cluster.State, path, bla
 	var black []byte
 	if blackFile != "" {
 		if black, err = os.ReadFile(blackFile); err == nil {
-			err = proxy.CheckBlacklist(black)
+			_, err = blacklist.Parse(black)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "keyshard config: nothing pushed: blacklist %s: %v\n", blackFile, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/admin"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/xa"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -180,7 +181,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var srv *proxy.Server
 	if store != nil {
-		srv, err = proxy.NewClustered(cfg, log, proxy.ClusterOptions{Store: store, State: shared, Local: local, Version: version})
+		srv, err = proxy.NewClustered(cfg, log, control.ClusterOptions{Store: store, State: shared, Local: local, Version: version})
 	} else {
 		srv, err = proxy.New(cfg, log)
 	}
@@ -190,7 +191,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if store == nil {
-		srv.SetLocal(local) // (NewClustered took it before its goroutines started)
+		srv.Control().SetLocal(local) // (NewClustered took it before its goroutines started)
 	}
 	srv.SetAdmin(admin.SQL(srv))
 	var https []*http.Server
@@ -230,7 +231,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case sig := <-sigc:
 			if sig == syscall.SIGHUP {
 				log.Info("SIGHUP: reloading the config", zap.String("source", cfg.Source()))
-				if warnings, err := srv.ReloadFile(false); err == nil {
+				if warnings, err := srv.Control().ReloadFile(false); err == nil {
 					for _, w := range warnings {
 						log.Warn("config: " + w)
 					}

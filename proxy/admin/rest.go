@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/digest"
 )
 
@@ -25,9 +26,9 @@ import (
 // for a change a shared config (etcd) does not take, 500 otherwise.
 func REST(mux *http.ServeMux, srv *proxy.Server) {
 	// by is the controls as the request's web user uses them.
-	by := func(r *http.Request) proxy.Controls {
+	by := func(r *http.Request) control.Controls {
 		u, _, _ := r.BasicAuth()
-		return srv.By(proxy.Actor{User: u, Via: "REST", From: r.RemoteAddr})
+		return srv.Control().By(control.Actor{User: u, Via: "REST", From: r.RemoteAddr})
 	}
 	h := func(pattern string, f func(r *http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -78,7 +79,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 
 	// kingshard answers the bare string "online" or "offline" (LVS health
 	// checks match it); the details are in GET /api/v1/status.
-	h("GET /api/v1/proxy/status", func(*http.Request) (any, error) { return srv.Status().State, nil })
+	h("GET /api/v1/proxy/status", func(*http.Request) (any, error) { return srv.Control().Status().State, nil })
 	h("PUT /api/v1/proxy/status", func(r *http.Request) (any, error) {
 		var a struct {
 			Opt string `json:"opt"`
@@ -175,7 +176,7 @@ func REST(mux *http.ServeMux, srv *proxy.Server) {
 		return map[string]any{"since": srv.DigestsSince().UTC(), "digests": digestsJSON(top)}, nil
 	})
 	h("DELETE /api/v1/digests", func(r *http.Request) (any, error) { return nil, by(r).ResetDigests() })
-	h("GET /api/v1/proxies", func(r *http.Request) (any, error) { return orEmpty(srv.Proxies(r.Context())) })
+	h("GET /api/v1/proxies", func(r *http.Request) (any, error) { return orEmpty(srv.Control().Proxies(r.Context())) })
 	h("GET /api/v1/processlist", func(r *http.Request) (any, error) {
 		full, _ := strconv.ParseBool(r.URL.Query().Get("full"))
 		return srv.Processes("", full), nil
@@ -348,17 +349,17 @@ func authorized(srv *proxy.Server, w http.ResponseWriter, r *http.Request) bool 
 // httpStatus maps an operator error to an HTTP status: a bad argument (a
 // MySQL argument or syntax error) is the client's fault.
 func httpStatus(err error) int {
-	if proxy.IsMissing(err) {
+	if control.IsMissing(err) {
 		return http.StatusNotFound // as kingshard, for a blacklist entry
 	}
-	if se := (*proxy.SharedError)(nil); errors.As(err, &se) {
+	if se := (*control.SharedError)(nil); errors.As(err, &se) {
 		if se.Busy {
 			return http.StatusConflict // the shared config's state: retry, or fix it first
 		}
 		return http.StatusServiceUnavailable // etcd unreachable
 	}
 	var me *mysql.MyError
-	if errors.As(err, &me) || proxy.IsArgError(err) {
+	if errors.As(err, &me) || control.IsArgError(err) {
 		if me == nil || me.Code == mysql.ER_WRONG_ARGUMENTS || me.Code == mysql.ER_PARSE_ERROR {
 			return http.StatusBadRequest
 		}
@@ -383,8 +384,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // resolveXA finishes the XA transaction ?xid= by hand (see
-// proxy.Controls.ResolveXA, xa.Coordinator.Resolve).
-func resolveXA(ctl proxy.Controls, r *http.Request, commit bool) (any, error) {
+// control.Controls.ResolveXA, xa.Coordinator.Resolve).
+func resolveXA(ctl control.Controls, r *http.Request, commit bool) (any, error) {
 	n, err := ctl.ResolveXA(r.Context(), r.URL.Query().Get("xid"), commit)
 	if err != nil {
 		return nil, argErr("%v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/digest"
 )
 
@@ -44,7 +45,7 @@ func SQL(srv *proxy.Server) proxy.AdminFunc {
 		if err != nil {
 			return nil, true, err
 		}
-		res, err := run(srv, srv.By(proxy.Actor{User: req.User, Via: "admin SQL", From: req.From}), st)
+		res, err := run(srv, srv.Control().By(control.Actor{User: req.User, Via: "admin SQL", From: req.From}), st)
 		return res, true, err
 	}
 }
@@ -311,7 +312,7 @@ func firstWord(sql string) string {
 }
 
 // run executes a parsed command.
-func run(srv *proxy.Server, ctl proxy.Controls, c command) (*proxy.AdminResult, error) {
+func run(srv *proxy.Server, ctl control.Controls, c command) (*proxy.AdminResult, error) {
 	switch c.region {
 	case "help":
 		return table([]string{"statement", "description"}, helpRows), nil
@@ -383,7 +384,7 @@ func checkShards(srv *proxy.Server) (*proxy.AdminResult, error) {
 
 // xaCmd answers ADMIN XA (keyshard's prepared branches, in doubt) and
 // ADMIN XA COMMIT|ROLLBACK 'xid' (resolved by hand).
-func xaCmd(srv *proxy.Server, ctl proxy.Controls, vals []string) (*proxy.AdminResult, error) {
+func xaCmd(srv *proxy.Server, ctl control.Controls, vals []string) (*proxy.AdminResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if len(vals) == 2 {
@@ -405,8 +406,8 @@ func xaCmd(srv *proxy.Server, ctl proxy.Controls, vals []string) (*proxy.AdminRe
 }
 
 // reload reloads the config file (force: even if it moves existing rows,
-// see proxy.Server.Reload); a failure is a bad argument (the file).
-func reload(ctl proxy.Controls, force bool) ([]string, error) {
+// see control.Plane.Reload); a failure is a bad argument (the file).
+func reload(ctl control.Controls, force bool) ([]string, error) {
 	warnings, err := ctl.Reload(force)
 	if err != nil {
 		return nil, argErr("config reload failed, the running config is unchanged: %v", err)
@@ -414,7 +415,7 @@ func reload(ctl proxy.Controls, force bool) ([]string, error) {
 	return warnings, nil
 }
 
-func nodeCmd(srv proxy.Controls, vals []string) error {
+func nodeCmd(srv control.Controls, vals []string) error {
 	opt, node, role, addr := strings.ToLower(vals[0]), vals[1], strings.ToLower(vals[2]), vals[3]
 	switch opt {
 	case "add", "del":
@@ -431,7 +432,7 @@ func nodeCmd(srv proxy.Controls, vals []string) error {
 	return argErr("admin node: unknown opt %q: want add, del, up or down", vals[0])
 }
 
-func change(srv proxy.Controls, k, v string) error {
+func change(srv control.Controls, k, v string) error {
 	lv := strings.ToLower(strings.TrimSpace(v))
 	switch k {
 	case "proxy":
@@ -454,7 +455,7 @@ func change(srv proxy.Controls, k, v string) error {
 	return argErr("admin server: cannot change %q: want proxy, log_sql or slow_log_time", k)
 }
 
-func addDel(srv proxy.Controls, opt, k, v string) error {
+func addDel(srv control.Controls, opt, k, v string) error {
 	switch k {
 	case "allow_ip":
 		if opt == "add" {
@@ -489,7 +490,7 @@ func show(srv *proxy.Server, k, v string) (*proxy.AdminResult, error) {
 		return showProxies(srv)
 	case "proxy":
 		if v == "status" {
-			return table([]string{"Key", "Value"}, statusRows(srv.Status())), nil
+			return table([]string{"Key", "Value"}, statusRows(srv.Control().Status())), nil
 		}
 		return table([]string{"Key", "Value"}, configRows(srv)), nil
 	case "node":
@@ -526,7 +527,7 @@ var proxyCols = []string{"Name", "Address", "WebAddress", "Version", "Host", "PI
 func showProxies(srv *proxy.Server) (*proxy.AdminResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	list, err := srv.Proxies(ctx)
+	list, err := srv.Control().Proxies(ctx)
 	if err != nil {
 		return nil, &mysql.MyError{Code: mysql.ER_UNKNOWN_ERROR, State: "HY000", Message: "keyshard: SHOW PROXIES: " + err.Error()}
 	}
@@ -650,7 +651,7 @@ var helpRows = [][]string{
 	{"admin node(opt,node,k,v) values('up'|'down','node1','master'|'slave','host:port')", "put a backend in or out of service"},
 }
 
-func statusRows(st proxy.Status) [][]string {
+func statusRows(st control.Status) [][]string {
 	online := "online"
 	if !st.Online {
 		online = "offline"
@@ -701,7 +702,7 @@ func configRows(srv *proxy.Server) [][]string {
 	}
 	// A setting that needs a restart shows the value running, and the
 	// config's pending.
-	for _, p := range srv.PendingRestart() {
+	for _, p := range srv.Control().PendingRestart() {
 		v := p.Running + " (pending restart: the config has " + p.Configured + ")"
 		if i := slices.IndexFunc(rows, func(r []string) bool { return r[0] == p.Key }); i >= 0 {
 			rows[i][1] = v

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/control"
 )
 
 // statusHTML is the status page: one self-contained file (inline CSS and
@@ -47,16 +48,16 @@ func statusPage(mux *http.ServeMux, srv *proxy.Server, h func(pattern string, f 
 		// The instances sharing the config (etcd); the page goes on
 		// without them when etcd does not answer.
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		instances, err := srv.Proxies(ctx)
+		instances, err := srv.Control().Proxies(ctx)
 		cancel()
 		instancesErr := ""
 		if err != nil {
-			instances, instancesErr = []proxy.Proxy{}, err.Error()
+			instances, instancesErr = []control.Proxy{}, err.Error()
 		}
 		return statusJSON{
 			Instances:      instances,
 			InstancesError: instancesErr,
-			Proxy:          srv.Status(),
+			Proxy:          srv.Control().Status(),
 			Config:         srv.ConfigRevision(),
 			Nodes:          nodes,
 			History:        srv.History(),
@@ -70,7 +71,7 @@ func statusPage(mux *http.ServeMux, srv *proxy.Server, h func(pattern string, f 
 
 // statusJSON is GET /api/v1/status: everything the status page shows.
 type statusJSON struct {
-	Proxy        proxy.Status         `json:"proxy"`
+	Proxy        control.Status       `json:"proxy"`
 	Config       proxy.ConfigRevision `json:"config"`
 	Nodes        []proxy.Backend      `json:"nodes"`
 	History      []proxy.Sample       `json:"history"` // one per second, oldest first
@@ -81,6 +82,6 @@ type statusJSON struct {
 	// Instances are the keyshard instances sharing this one's config
 	// (only this one for a config file); InstancesError says why they
 	// could not be listed.
-	Instances      []proxy.Proxy `json:"instances"`
-	InstancesError string        `json:"instances_error"`
+	Instances      []control.Proxy `json:"instances"`
+	InstancesError string          `json:"instances_error"`
 }

@@ -161,7 +161,7 @@ type NodeConfig struct {
 	Slave            string `yaml:"slave"`  // "host:port@weight,host:port@weight", weight default 1
 	// FailoverAfter: once the master has been down this long, keyshard
 	// follows a replica that was promoted (the one writable, not
-	// replicating one; see proxy/failover.go). 0, the default: never.
+	// replicating one; see proxy/control/failover.go). 0, the default: never.
 	FailoverAfter Duration `yaml:"failover_after"`
 
 	// kingshard 2015 keys, read by legacy.go only

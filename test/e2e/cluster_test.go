@@ -17,6 +17,7 @@ import (
 	"github.com/keyshard/keyshard/proxy"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/control"
 )
 
 // Several keyshard instances on one config in a real etcd (scripts/etcd.sh):
@@ -96,7 +97,7 @@ func tryClusterProxy(t *testing.T, st *cluster.Store, name string) (*testProxy, 
 	}
 	local := config.Local{Addr: ln.Addr().String(), Name: name}
 	log, logs := testLogger(t)
-	srv, err := proxy.NewClustered(cfg, log, proxy.ClusterOptions{Store: store, State: state, Local: local, Version: "e2e"})
+	srv, err := proxy.NewClustered(cfg, log, control.ClusterOptions{Store: store, State: state, Local: local, Version: "e2e"})
 	if err != nil {
 		return fail(err)
 	}
@@ -119,12 +120,12 @@ func TestClusterSharedConfig(t *testing.T) {
 		rows[0][1] != a.Addr || rows[0][9] != "yes" || rows[1][9] != "no" {
 		t.Fatalf("SHOW PROXIES on ks-a: %v", rows)
 	}
-	var list []proxy.Proxy
+	var list []control.Proxy
 	if code := rest(t, b, "GET", "/api/v1/proxies", "", true, &list); code != 200 || len(list) != 2 || !list[1].Self || list[1].Addr != b.Addr {
 		t.Fatalf("GET /api/v1/proxies on ks-b: %d %+v", code, list)
 	}
 	var status struct {
-		Instances []proxy.Proxy `json:"instances"`
+		Instances []control.Proxy `json:"instances"`
 	}
 	if code := rest(t, a, "GET", "/api/v1/status", "", true, &status); code != 200 || len(status.Instances) != 2 || !status.Instances[0].Self {
 		t.Fatalf("the status page's instances on ks-a: %d %+v", code, status.Instances)
@@ -317,7 +318,7 @@ func TestClusterConcurrentEdits(t *testing.T) {
 	}
 	slices.Sort(want)
 	for _, p := range []*testProxy{a, b} {
-		within(t, 2*time.Second, "every edit on "+p.Srv.Name(), func() bool {
+		within(t, 2*time.Second, "every edit on "+p.Srv.Control().Name(), func() bool {
 			got := p.Srv.AllowIPs()
 			slices.Sort(got)
 			return slices.Equal(got, want) && len(p.Srv.BlackSQLs()) == 2*per
@@ -400,7 +401,7 @@ func TestClusterEtcdLost(t *testing.T) {
 	})
 	within(t, 2*time.Second, "the change after etcd returned on ks-b", func() bool { return b.Srv.Config().SlowLogTime == 124 })
 	within(t, 15*time.Second, "both instances listed again", func() bool {
-		list, err := a.Srv.Proxies(context.Background())
+		list, err := a.Srv.Control().Proxies(context.Background())
 		return err == nil && len(list) == 2 && list[0].Current && list[1].Current
 	})
 }
@@ -464,9 +465,9 @@ func TestClusterFailover(t *testing.T) {
 	a, b := startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
 	dbs := map[string]*sql.DB{}
 	for _, p := range []*testProxy{a, b} {
-		dbs[p.Srv.Name()] = p.open(t, "ks:ks", "failover_e2e", "timeout=5s&readTimeout=10s&writeTimeout=10s")
+		dbs[p.Srv.Control().Name()] = p.open(t, "ks:ks", "failover_e2e", "timeout=5s&readTimeout=10s&writeTimeout=10s")
 		if code := rest(t, p, "GET", "/readyz", "", false, nil); code != 200 {
-			t.Fatalf("%s /readyz: %d, want 200", p.Srv.Name(), code)
+			t.Fatalf("%s /readyz: %d, want 200", p.Srv.Control().Name(), code)
 		}
 	}
 	id := 0
@@ -493,7 +494,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("stop master: %v\n%s", err, out)
 	}
 	for _, p := range []*testProxy{a, b} {
-		within(t, 10*time.Second, p.Srv.Name()+" /readyz 503", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 503 })
+		within(t, 10*time.Second, p.Srv.Control().Name()+" /readyz 503", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 503 })
 	}
 	if out, err := backends("promote", fmt.Sprint(foReplica)); err != nil {
 		t.Fatalf("promote: %v\n%s", err, out)
@@ -504,7 +505,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Logf("%s: writes again %v after the promotion", name, time.Since(promoted).Round(time.Millisecond))
 	}
 	for _, p := range []*testProxy{a, b} {
-		within(t, 5*time.Second, p.Srv.Name()+" /readyz 200", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 200 })
+		within(t, 5*time.Second, p.Srv.Control().Name()+" /readyz 200", func() bool { return rest(t, p, "GET", "/readyz", "", false, nil) == 200 })
 	}
 	cur, err := st.Read(context.Background())
 	if err != nil {
@@ -524,7 +525,7 @@ func TestClusterFailover(t *testing.T) {
 	if total != 1 {
 		for _, p := range []*testProxy{a, b} {
 			for _, e := range p.Logs.FilterMessageSnippet("fo1").All() {
-				t.Logf("%s: %s %v", p.Srv.Name(), e.Message, e.ContextMap())
+				t.Logf("%s: %s %v", p.Srv.Control().Name(), e.Message, e.ContextMap())
 			}
 		}
 		t.Errorf("failovers made: %v over the two instances, want 1", total)
@@ -544,7 +545,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	back := fmt.Sprintf("node fo1: former master %s is back and writable", foAddr(foMaster))
 	for _, p := range []*testProxy{a, b} {
-		within(t, 15*time.Second, p.Srv.Name()+": the former-master report", func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
+		within(t, 15*time.Second, p.Srv.Control().Name()+": the former-master report", func() bool { return p.Logs.FilterMessageSnippet(back).Len() > 0 })
 	}
 	for name := range dbs {
 		if err := write(name); err != nil {
@@ -586,7 +587,7 @@ func testEtcdWiped(t *testing.T, changes int) {
 		if t.Failed() {
 			for _, p := range []*testProxy{a, b} {
 				for _, e := range p.Logs.FilterMessageSnippet("cluster").All() {
-					t.Logf("%s: %s %s %v", p.Srv.Name(), e.Time.Format("15:04:05.000"), e.Message, e.ContextMap())
+					t.Logf("%s: %s %s %v", p.Srv.Control().Name(), e.Time.Format("15:04:05.000"), e.Message, e.ContextMap())
 				}
 			}
 			t.Logf("ks-a slow_log_time %d, ks-b %d", a.Srv.Config().SlowLogTime, b.Srv.Config().SlowLogTime)

@@ -181,7 +181,7 @@ func TestAdminChangesLoggedAndWarned(t *testing.T) {
 	if n := p.Logs.FilterMessage("config reloaded").Len(); n != 0 {
 		t.Errorf("admin changes logged as %d reloads", n)
 	}
-	st := p.Srv.Status()
+	st := p.Srv.Control().Status()
 	if st.AdminChanges != 4 || st.Reloads != 0 {
 		t.Fatalf("status: admin_changes %d, reloads %d; want 4 and 0", st.AdminChanges, st.Reloads)
 	}
@@ -219,7 +219,7 @@ func TestAdminChangesLoggedAndWarned(t *testing.T) {
 	if v := cfg["web_addr"]; v != "127.0.0.1:19797 (pending restart: the config has 127.0.0.1:19798)" {
 		t.Fatalf("SHOW PROXY CONFIG web_addr: %q", v)
 	}
-	if st := p.Srv.Status(); st.Reloads != 1 || st.AdminChanges != 4 {
+	if st := p.Srv.Control().Status(); st.Reloads != 1 || st.AdminChanges != 4 {
 		t.Fatalf("after a reload: reloads %d, admin_changes %d; want 1 and 4", st.Reloads, st.AdminChanges)
 	}
 	asked := p.Logs.FilterMessage("config reload asked for").All()

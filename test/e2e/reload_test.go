@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keyshard/keyshard/proxy"
+	"github.com/keyshard/keyshard/proxy/control"
 )
 
 // reloadYAML is a sharded schema on node1 and node2 whose table rl_t gets
@@ -109,13 +109,13 @@ func TestReloadUnderSysbench(t *testing.T) {
 		}
 		write(reloadYAML(dbName, extra, locs, maxConns))
 		// A change of rl_t's locations moves its rows: it must be forced.
-		if _, err := p.Srv.ReloadFile(i%4 == 2); err != nil {
+		if _, err := p.Srv.Control().ReloadFile(i%4 == 2); err != nil {
 			reloadErrs = append(reloadErrs, fmt.Sprintf("reload %d: %v", i, err))
 		}
 		if i == 10 {
 			before := p.Srv.Config()
 			write(strings.Replace(reloadYAML(dbName, extra, locs, maxConns), "default: node1", "default: nodeX", 1))
-			_, err := p.Srv.ReloadFile(false)
+			_, err := p.Srv.Control().ReloadFile(false)
 			if err == nil || !strings.Contains(err.Error(), "nodeX") {
 				t.Errorf("invalid file: %v, want an error naming nodeX", err)
 			}
@@ -304,8 +304,8 @@ func TestReloadRefusesMovedRows(t *testing.T) {
 		return n
 	}
 	write(rules("[4, 5]", false))
-	_, err := p.Srv.ReloadFile(false)
-	var pe *proxy.PlacementError
+	_, err := p.Srv.Control().ReloadFile(false)
+	var pe *control.PlacementError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "table shard_e2e.sh_user: 8 -> 9 sub-tables") ||
 		!strings.Contains(err.Error(), "ADMIN RELOAD FORCE") {
 		t.Fatalf("reload moving rows: %v, want a refusal naming the table and the change", err)
@@ -321,7 +321,7 @@ func TestReloadRefusesMovedRows(t *testing.T) {
 	}
 	// A new table is not a move.
 	write(rules("[4, 4]", true))
-	if _, err := p.Srv.ReloadFile(false); err != nil {
+	if _, err := p.Srv.Control().ReloadFile(false); err != nil {
 		t.Fatalf("reload adding a table: %v", err)
 	}
 	// Forced, the move is applied (and the row is looked for elsewhere).

@@ -15,13 +15,15 @@ const module = "github.com/keyshard/keyshard/"
 // forbidden lists, for each package, keyshard packages it must never
 // depend on, directly or through another.
 var forbidden = map[string][]string{
-	"proxy/engine": {"proxy", "proxy/admin", "proxy/config", "cmd/keyshard"},
-	"router":       {"backend", "proxy", "proxy/engine"},
-	"router/shard": {"backend", "proxy", "router"},
-	"backend":      {"router", "proxy", "proxy/engine"},
-	"backend/wire": {"backend", "router", "proxy"},
-	"proxy/merge":  {"proxy", "proxy/engine", "backend"},
-	"proxy/xa":     {"proxy", "proxy/admin", "cmd/keyshard"},
+	"proxy/engine":    {"proxy", "proxy/admin", "proxy/config", "cmd/keyshard"},
+	"router":          {"backend", "proxy", "proxy/engine"},
+	"router/shard":    {"backend", "proxy", "router"},
+	"backend":         {"router", "proxy", "proxy/engine"},
+	"backend/wire":    {"backend", "router", "proxy"},
+	"proxy/merge":     {"proxy", "proxy/engine", "backend"},
+	"proxy/control":   {"proxy", "proxy/admin", "cmd/keyshard"},
+	"proxy/blacklist": {"proxy", "proxy/engine", "backend"},
+	"proxy/xa":        {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
 }
 
 // only lists, for a package, every keyshard package it may depend on: the

@@ -1,4 +1,4 @@
-package proxy
+package control
 
 // Failover following. When the master of a node dies, something outside
 // keyshard (an operator, MHA, orchestrator, MaxScale) promotes one of its
@@ -44,7 +44,7 @@ const (
 
 // errFailoverDone is a failover edit finding the node's master already
 // moved from the one it replaces: another keyshard instance sharing the
-// config made the same change first (Server.change may run an edit again
+// config made the same change first (Plane.change may run an edit again
 // on a newer config), or an operator did. Nothing is left to do.
 var errFailoverDone = errors.New("keyshard: failover already made")
 
@@ -66,7 +66,7 @@ func (c Controls) failover(node, from, to string) (made bool, err error) {
 func failoverEdit(cfg *config.Config, node, from, to string) error {
 	nc, ok := cfg.Node(node)
 	if !ok {
-		return adminArg("keyshard: no node %q", node)
+		return argErr("keyshard: no node %q", node)
 	}
 	if nc.Master != from {
 		return errFailoverDone
@@ -74,7 +74,7 @@ func failoverEdit(cfg *config.Config, node, from, to string) error {
 	have, _ := nc.Slaves()
 	i := slices.IndexFunc(have, func(x config.Slave) bool { return x.Addr == to })
 	if i < 0 {
-		return adminArg("keyshard: node %s has no slave %s to fail over to", node, to)
+		return argErr("keyshard: node %s has no slave %s to fail over to", node, to)
 	}
 	nc.Master = to
 	nc.Slave = config.FormatSlaves(slices.Delete(have, i, i+1))
@@ -169,7 +169,7 @@ func chooseMaster(answers []roleAnswer) failoverDecision {
 // failoverMonitor follows the failovers of the nodes with failover_after
 // set. Its state is run's goroutine's own.
 type failoverMonitor struct {
-	s         *Server
+	p         *Plane
 	failovers *prometheus.CounterVec // by node
 	refused   *prometheus.CounterVec // by node and reason
 	former    *prometheus.GaugeVec   // by node and address: 1 while a former master is writable
@@ -192,8 +192,8 @@ type formerMaster struct {
 }
 
 // newFailoverMonitor registers the monitor's metrics; run starts it.
-func newFailoverMonitor(s *Server) *failoverMonitor {
-	m := &failoverMonitor{s: s, nodes: map[string]*failoverWatch{},
+func newFailoverMonitor(p *Plane, reg prometheus.Registerer) *failoverMonitor {
+	m := &failoverMonitor{p: p, nodes: map[string]*failoverWatch{},
 		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keyshard_failovers_total",
 			Help: "Failovers followed: a node's master replaced by its one writable, not replicating slave (failover_after)."}, []string{"node"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keyshard_failover_refused_total",
@@ -203,7 +203,7 @@ func newFailoverMonitor(s *Server) *failoverMonitor {
 			Help: "1 while a former master of a node (replaced by a failover or a config change) is writable (read_only=0); keyshard keeps it out."},
 			[]string{"node", "addr"}),
 	}
-	s.metrics.Registry.MustRegister(m.failovers, m.refused, m.former)
+	reg.MustRegister(m.failovers, m.refused, m.former)
 	return m
 }
 
@@ -213,7 +213,7 @@ func (m *failoverMonitor) run() {
 	defer t.Stop()
 	for {
 		select {
-		case <-m.s.ctx.Done():
+		case <-m.p.ctx.Done():
 			return
 		case now := <-t.C:
 			m.tick(now)
@@ -239,8 +239,7 @@ type downNode struct {
 // tick looks at every node once: asks the replicas of the nodes whose
 // master is down (and the former masters due), all at once, then acts.
 func (m *failoverMonitor) tick(now time.Time) {
-	snap := m.s.snap.Load()
-	cfg := snap.cfg
+	cfg, nodes := m.p.dp.Config(), m.p.dp.Nodes()
 	timeout := cfg.ConnectTimeout.D() + cfg.HealthCheckTimeout.D()
 	var down []*downNode
 	var all []*roleAsk
@@ -248,13 +247,13 @@ func (m *failoverMonitor) tick(now time.Time) {
 	seen := map[string]bool{}
 	for i := range cfg.Nodes {
 		nc := &cfg.Nodes[i]
-		n := snap.nodes[nc.Name]
+		n := nodes[nc.Name]
 		if nc.FailoverAfter <= 0 || n == nil {
 			continue
 		}
 		seen[nc.Name] = true
 		w := m.watch(nc)
-		opts := m.s.poolOptions(cfg, nc)
+		opts := m.p.dp.PoolOptions(cfg, nc)
 		for addr, f := range w.formers {
 			if now.Before(f.next) {
 				continue
@@ -292,13 +291,13 @@ func (m *failoverMonitor) tick(now time.Time) {
 	var wg sync.WaitGroup
 	for _, a := range all {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(m.s.ctx, timeout)
+			ctx, cancel := context.WithTimeout(m.p.ctx, timeout)
 			a.Role, a.Err = backend.AskRole(ctx, a.node, a.Addr, a.opts)
 			cancel()
 		})
 	}
 	wg.Wait()
-	if m.s.ctx.Err() != nil {
+	if m.p.ctx.Err() != nil {
 		return
 	}
 	for a, f := range formers {
@@ -327,7 +326,7 @@ func (m *failoverMonitor) watch(nc *config.NodeConfig) *failoverWatch {
 		if addr == nc.Master || slices.ContainsFunc(slaves, func(s config.Slave) bool { return s.Addr == addr }) {
 			delete(w.formers, addr)
 			m.former.DeleteLabelValues(nc.Name, addr)
-			m.s.log.Info("failover: node "+nc.Name+": former master "+addr+" is in the config again; no longer watched",
+			m.p.log.Info("failover: node "+nc.Name+": former master "+addr+" is in the config again; no longer watched",
 				zap.String("node", nc.Name), zap.String("addr", addr))
 		}
 	}
@@ -354,11 +353,11 @@ func (m *failoverMonitor) formerAnswered(a *roleAsk, f *formerMaster, now time.T
 	m.former.WithLabelValues(a.node, a.Addr).Set(boolFloat(writable))
 	fields := []zap.Field{zap.String("node", a.node), zap.String("addr", a.Addr)}
 	if writable {
-		m.s.log.Error(fmt.Sprintf("node %s: former master %s is back and writable (read_only=0); keyshard keeps it out: it is not in the config; "+
+		m.p.log.Error(fmt.Sprintf("node %s: former master %s is back and writable (read_only=0); keyshard keeps it out: it is not in the config; "+
 			"make it a replica or set read_only=1", a.node, a.Addr), fields...)
 		return
 	}
-	m.s.log.Info(fmt.Sprintf("node %s: former master %s is no longer writable (%s)", a.node, a.Addr, a.roleAnswer), fields...)
+	m.p.log.Info(fmt.Sprintf("node %s: former master %s is no longer writable (%s)", a.node, a.Addr, a.roleAnswer), fields...)
 }
 
 // decide acts on the answers of the replicas of d, whose master is down.
@@ -382,19 +381,19 @@ func (m *failoverMonitor) decide(d *downNode, now time.Time) {
 	switch dec.Action {
 	case failoverWait:
 		if again && len(d.asks) == 0 {
-			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; the node has no slave to fail over to",
+			m.p.log.Warn(fmt.Sprintf("node %s: master %s down for %v; the node has no slave to fail over to",
 				d.name, d.master, down), fields...)
 		} else if again && len(dec.Unknown) > 0 {
-			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; %s do not answer: keyshard cannot tell that only one replica is writable, "+
+			m.p.log.Warn(fmt.Sprintf("node %s: master %s down for %v; %s do not answer: keyshard cannot tell that only one replica is writable, "+
 				"and waits (a dead replica: take it out of the node with admin node del slave)", d.name, d.master, down,
 				strings.Join(dec.Unknown, ", ")), fields...)
 		} else if again {
-			m.s.log.Warn(fmt.Sprintf("node %s: master %s down for %v; no replica is writable yet; waiting for a promotion (one an operator took down is never chosen)", d.name, d.master, down), fields...)
+			m.p.log.Warn(fmt.Sprintf("node %s: master %s down for %v; no replica is writable yet; waiting for a promotion (one an operator took down is never chosen)", d.name, d.master, down), fields...)
 		}
 	case failoverRefuse:
 		m.refuse(d, "several_writable")
 		if again {
-			m.s.log.Error(fmt.Sprintf("node %s: master %s down for %v; several replicas are writable (%s): keyshard will not choose; "+
+			m.p.log.Error(fmt.Sprintf("node %s: master %s down for %v; several replicas are writable (%s): keyshard will not choose; "+
 				"make all but the new master read-only (read_only=1)", d.name, d.master, down, strings.Join(dec.Writable, ", ")), fields...)
 		}
 	case failoverFollow:
@@ -413,13 +412,13 @@ func (m *failoverMonitor) refuse(d *downNode, reason string) {
 // follow makes to the master of d through the operator's controls, and
 // writes the config back to its file.
 func (m *failoverMonitor) follow(d *downNode, to string, now time.Time, fields []zap.Field) {
-	s := m.s
-	made, err := s.By(Actor{User: "keyshard", Via: "failover", From: s.Name()}).failover(d.name, d.master, to)
+	p := m.p
+	made, err := p.By(Actor{User: "keyshard", Via: "failover", From: p.Name()}).failover(d.name, d.master, to)
 	if err != nil {
 		m.refuse(d, "change_failed")
 		if d.w.state != failoverFailed || now.Sub(d.w.logged) >= failoverLogEvery {
 			d.w.state, d.w.logged = failoverFailed, now
-			s.log.Error(fmt.Sprintf("node %s: master %s down; %s is writable and not replicating, but the config change failed", d.name, d.master, to),
+			p.log.Error(fmt.Sprintf("node %s: master %s down; %s is writable and not replicating, but the config change failed", d.name, d.master, to),
 				append(fields, zap.Error(err))...)
 		}
 		return
@@ -429,24 +428,24 @@ func (m *failoverMonitor) follow(d *downNode, to string, now time.Time, fields [
 	// change may reach this instance's config after a while.)
 	d.w.state, d.w.refusal = failoverNone, ""
 	if !made {
-		s.log.Info(fmt.Sprintf("failover: node %s already writes to another master than %s (another keyshard instance or an operator changed it)", d.name, d.master), fields...)
+		p.log.Info(fmt.Sprintf("failover: node %s already writes to another master than %s (another keyshard instance or an operator changed it)", d.name, d.master), fields...)
 		return
 	}
 	m.failovers.WithLabelValues(d.name).Inc()
-	s.log.Warn(fmt.Sprintf("failover: node %s now writes to %s (master %s down for %v; %s is writable and not replicating)",
+	p.log.Warn(fmt.Sprintf("failover: node %s now writes to %s (master %s down for %v; %s is writable and not replicating)",
 		d.name, to, d.master, d.downFor.Round(time.Second), to), append(fields, zap.String("to", to))...)
-	if cfg := s.Config(); s.link == nil && cfg.Source() != "" {
+	if cfg := p.dp.Config(); p.link == nil && cfg.Source() != "" {
 		// So that a restart does not go back to the dead master. Only the
 		// config: the blacklist did not change. (A shared config has the
 		// change in etcd already.)
-		s.reloadMu.Lock()
+		p.mu.Lock()
 		err := saveFailover(cfg.Source(), d.name, d.master, to)
 		if err == nil {
-			s.wroteConfig(cfg.Source())
+			p.wroteConfig(cfg.Source())
 		}
-		s.reloadMu.Unlock()
+		p.mu.Unlock()
 		if err != nil {
-			s.log.Error(fmt.Sprintf("failover: node %s: the config file was not updated; a restart would go back to %s: fix the file", d.name, d.master),
+			p.log.Error(fmt.Sprintf("failover: node %s: the config file was not updated; a restart would go back to %s: fix the file", d.name, d.master),
 				zap.String("source", cfg.Source()), zap.Error(err))
 		}
 	}

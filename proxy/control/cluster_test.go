@@ -1,19 +1,20 @@
-package proxy
+package control
 
 import (
 	"slices"
 	"testing"
 
+	"github.com/keyshard/keyshard/proxy/blacklist"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// linkedServer is a server on a shared config started on st as
-// NewClustered starts one, without its member entry and without following
-// the store (no etcd: the test hands it the states it reads).
-func linkedServer(t *testing.T, st cluster.State) (*Server, *observer.ObservedLogs) {
+// linkedPlane is the control plane of a server on a shared config
+// started on st, without its member entry and without following the
+// store (no etcd: the test hands it the states it reads).
+func linkedPlane(t *testing.T, st cluster.State) (*Plane, *fakeData, *observer.ObservedLogs) {
 	t.Helper()
 	store, err := cluster.Open("etcd://127.0.0.1:1/unit", cluster.Options{}) // never dialled
 	if err != nil {
@@ -23,19 +24,16 @@ func linkedServer(t *testing.T, st cluster.State) (*Server, *observer.ObservedLo
 	if err != nil {
 		t.Fatal(err)
 	}
-	black, err := parseBlacklist(st.Blacklist)
+	black, err := blacklist.Parse(st.Blacklist)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newClusterLink(ClusterOptions{Store: store, State: st})
-	close(l.left) // never listed
 	core, logs := observer.New(zap.WarnLevel)
-	s, err := newServer(cfg, zap.New(core), l, black)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shutdownAtCleanup(t, s)
-	return s, logs
+	dp := &fakeData{cfg: cfg, black: black}
+	p := New(t.Context(), dp, cfg, zap.New(core), &ClusterOptions{Store: store, State: st})
+	close(p.link.left) // never listed
+	t.Cleanup(p.Leave)
+	return p, dp, logs
 }
 
 // An instance tells a replaced etcd (wiped, or restored from a backup) by
@@ -99,10 +97,10 @@ func TestClusterReplacedStore(t *testing.T) {
 			before: 3, black: []string{"select 1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, logs := linkedServer(t, start)
-			l := s.link
-			s.reloadMu.Lock()
-			defer s.reloadMu.Unlock()
+			p, dp, logs := linkedPlane(t, start)
+			l := p.link
+			p.mu.Lock()
+			defer p.mu.Unlock()
 			if c.setup != nil {
 				c.setup(l)
 			}
@@ -110,7 +108,7 @@ func TestClusterReplacedStore(t *testing.T) {
 			if before == 0 {
 				before = l.rev
 			}
-			_, _ = s.applyStoreLocked(c.st, before, false)
+			_, _ = p.applyStoreLocked(c.st, before, false)
 			warned := logs.FilterMessageSnippet("following it from scratch").Len() > 0
 			var rewatch int64
 			select {
@@ -120,14 +118,14 @@ func TestClusterReplacedStore(t *testing.T) {
 			if warned != c.reset || (rewatch != 0) != c.reset || c.reset && (rewatch != c.st.Rev || l.resetRev != c.st.Rev) {
 				t.Errorf("started over: warned %v, watch from %d, reset revision %d; want %v (at %d)", warned, rewatch, l.resetRev, c.reset, c.st.Rev)
 			}
-			if got := s.Config().SlowLogTime; got != c.slow {
+			if got := dp.Config().SlowLogTime; got != c.slow {
 				t.Errorf("slow_log_time %d, want %d", got, c.slow)
 			}
 			if c.slow == 321 && l.configRev != c.st.ConfigRev {
 				t.Errorf("config revision %d, want %d", l.configRev, c.st.ConfigRev)
 			}
-			if c.black != nil && !slices.Equal(s.black.Load().sqls, c.black) {
-				t.Errorf("blacklist %q, want %q", s.black.Load().sqls, c.black)
+			if c.black != nil && !slices.Equal(dp.Blacklist().SQLs(), c.black) {
+				t.Errorf("blacklist %q, want %q", dp.Blacklist().SQLs(), c.black)
 			}
 			if t.Failed() {
 				for _, e := range logs.All() {

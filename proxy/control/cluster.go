@@ -1,4 +1,4 @@
-package proxy
+package control
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keyshard/keyshard/proxy/blacklist"
 	"github.com/keyshard/keyshard/proxy/cluster"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +25,7 @@ import (
 // lost it keeps serving on the last config it applied, and catches up
 // when etcd returns.
 
-// ClusterOptions start a server on a shared config (NewClustered).
+// ClusterOptions start a server on a shared config (proxy.NewClustered).
 type ClusterOptions struct {
 	Store   *cluster.Store // the server's from then on: Shutdown closes it (a failed NewClustered too)
 	State   cluster.State  // as read at start; its Config parsed into the cfg given
@@ -32,13 +33,13 @@ type ClusterOptions struct {
 	Version string         // of this binary, for the member list
 }
 
-// clusterLink is the server's link to the shared config (Server.link).
+// clusterLink is the plane's link to the shared config (Plane.link).
 type clusterLink struct {
 	store   *cluster.Store
 	version string
 	host    string
 
-	// Under Server.reloadMu:
+	// Under Plane.mu:
 	doc       []byte // the config document at configRev: admin changes rewrite it
 	configRev int64  // the document's etcd revision applied
 	blackDoc  []byte // the blacklist at blackRev, as stored
@@ -59,46 +60,37 @@ type clusterLink struct {
 	update  chan struct{}
 	left    chan struct{} // closed when the member entry is gone
 	rewatch chan int64    // the store started over at this revision: followStore watches from it
+
+	down     []cluster.Down // the backends down at start (join applies them)
+	startRev int64          // the store revision read at start: followStore watches from it
 }
 
-// NewClustered builds a server like New whose config is o.State's
-// document: it follows the document's changes and registers itself as a
-// member until Shutdown.
-func NewClustered(cfg *config.Config, log *zap.Logger, o ClusterOptions) (*Server, error) {
-	l := newClusterLink(o)
-	black, err := parseBlacklist(o.State.Blacklist)
-	if err != nil {
-		o.Store.Close()
-		return nil, fmt.Errorf("%s: blacklist: %w", o.Store.Source(), err)
+// join starts following the shared config: this instance's member entry
+// until shutdown, and the store's changes (Start on a shared config).
+func (p *Plane) join(reg prometheus.Registerer) error {
+	l := p.link
+	reg.MustRegister(l.gauges()...)
+	if f := p.startCfg.BlacklistSQLFile; f != "" {
+		p.log.Warn("cluster: blacklist_sql_file is not read with a shared config: the SQL blacklist is the one in etcd "+
+			"(admin black_sql changes, keyshard config push -blacklist FILE)", zap.String("blacklist_sql_file", f))
 	}
-	s, err := newServer(cfg, log, l, black)
-	if err != nil {
-		o.Store.Close()
-		return nil, err
-	}
-	s.local = o.Local
-	s.metrics.Registry.MustRegister(l.gauges()...)
-	if cfg.BlacklistSQLFile != "" {
-		log.Warn("cluster: blacklist_sql_file is not read with a shared config: the SQL blacklist is the one in etcd "+
-			"(admin black_sql changes, keyshard config push -blacklist FILE)", zap.String("blacklist_sql_file", cfg.BlacklistSQLFile))
-	}
-	s.reloadMu.Lock()
-	s.applyDown(o.State.Down)
-	s.reloadMu.Unlock()
+	p.mu.Lock()
+	p.applyDown(l.down)
+	p.mu.Unlock()
+	l.down = nil
 	// Listed before it serves; if etcd fails just now, the entry comes
 	// when it answers.
-	run, err := l.store.Register(s.ctx, s.member, l.update, log)
+	run, err := l.store.Register(p.ctx, p.member, l.update, p.log)
 	if err != nil {
 		close(l.left) // never listed
-		_ = s.Shutdown(context.Background())
-		return nil, err
+		return err
 	}
 	go func() {
 		defer close(l.left)
 		run()
 	}()
-	go s.followStore(o.State.Rev)
-	return s, nil
+	go p.followStore(l.startRev)
+	return nil
 }
 
 // newClusterLink is the link of a server started on o.State.
@@ -107,7 +99,8 @@ func newClusterLink(o ClusterOptions) *clusterLink {
 	return &clusterLink{store: o.Store, version: o.Version, host: host, doc: o.State.Config,
 		configRev: o.State.ConfigRev, blackDoc: o.State.Blacklist, blackRev: o.State.BlacklistRev, applied: o.State.ConfigRev, at: time.Now(),
 		rev: o.State.Rev, cluster: o.State.Cluster,
-		update: make(chan struct{}, 1), left: make(chan struct{}), rewatch: make(chan int64, 1)}
+		update: make(chan struct{}, 1), left: make(chan struct{}), rewatch: make(chan int64, 1),
+		down: o.State.Down, startRev: o.State.Rev}
 }
 
 // gauges are the link's metrics: whether etcd answers, the config
@@ -134,19 +127,19 @@ func (l *clusterLink) gauges() []prometheus.Collector {
 }
 
 // member is this instance's entry in the member list.
-func (s *Server) member() cluster.Member {
-	l := s.link
+func (p *Plane) member() cluster.Member {
+	l := p.link
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := s.self(l.host)
+	m := p.self(l.host)
 	m.Version, m.ConfigRev, m.Applied, m.Error = l.version, l.applied, l.at, l.err
 	return m
 }
 
 // self is what an entry of this instance says whatever the config's
 // source.
-func (s *Server) self(host string) cluster.Member {
-	return cluster.Member{Name: s.Name(), Addr: s.startCfg.Addr, WebAddr: s.startCfg.WebAddr, Host: host, PID: os.Getpid(), Started: s.started}
+func (p *Plane) self(host string) cluster.Member {
+	return cluster.Member{Name: p.Name(), Addr: p.startCfg.Addr, WebAddr: p.startCfg.WebAddr, Host: host, PID: os.Getpid(), Started: p.started}
 }
 
 // noted records the outcome of applying revision rev (err nil: it runs)
@@ -170,26 +163,26 @@ func (l *clusterLink) noted(rev int64, err error) {
 // connection that broke resumes silently, and on a wiped etcd waits for
 // revisions the new one reaches only later): every second while etcd
 // cannot be read or has no document. Until the server stops.
-func (s *Server) followStore(rev int64) {
-	l := s.link
-	wctx, stop := context.WithCancel(s.ctx)
+func (p *Plane) followStore(rev int64) {
+	l := p.link
+	wctx, stop := context.WithCancel(p.ctx)
 	changed := l.store.Watch(wctx, rev)
 	every := resyncEvery
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-p.ctx.Done():
 			stop()
 			return
 		case rev := <-l.rewatch:
 			// The store started over: the watch waits for revisions it
 			// will only reach later; watch from where it is now.
 			stop()
-			wctx, stop = context.WithCancel(s.ctx)
+			wctx, stop = context.WithCancel(p.ctx)
 			changed = l.store.Watch(wctx, rev)
 		case <-changed:
 		case <-time.After(every):
 		}
-		_, err := s.syncStore(false)
+		_, err := p.syncStore(false)
 		every = resyncEvery
 		if err != nil {
 			every = time.Second // etcd lost, or empty: look again soon
@@ -204,38 +197,38 @@ const resyncEvery = 5 * time.Second
 // syncStore reads the shared state and applies what changed: the config
 // document (force: even if unchanged, as forced), the blacklist, the
 // backends taken down. If etcd cannot be read the running config stays.
-func (s *Server) syncStore(force bool) ([]string, error) {
-	l := s.link
-	s.reloadMu.Lock()
+func (p *Plane) syncStore(force bool) ([]string, error) {
+	l := p.link
+	p.mu.Lock()
 	before := l.rev
-	s.reloadMu.Unlock()
-	st, err := l.store.Read(s.ctx)
+	p.mu.Unlock()
+	st, err := l.store.Read(p.ctx)
 	l.mu.Lock()
 	switch {
-	case err != nil && s.ctx.Err() == nil && time.Since(l.readErr) > 10*time.Second:
+	case err != nil && p.ctx.Err() == nil && time.Since(l.readErr) > 10*time.Second:
 		l.readErr = time.Now()
-		s.log.Warn("cluster: cannot read the shared config; serving on the last one applied", zap.Error(err))
+		p.log.Warn("cluster: cannot read the shared config; serving on the last one applied", zap.Error(err))
 	case err == nil && !l.readErr.IsZero():
 		l.readErr = time.Time{}
-		s.log.Info("cluster: the shared config can be read again", zap.String("source", l.store.Source()))
+		p.log.Info("cluster: the shared config can be read again", zap.String("source", l.store.Source()))
 	}
 	l.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	return s.applyStoreLocked(st, before, force)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.applyStoreLocked(st, before, force)
 }
 
 // applyStoreLocked applies state st (under reloadMu), read when the
 // newest revision this instance knew was before.
-func (s *Server) applyStoreLocked(st cluster.State, before int64, force bool) ([]string, error) {
-	l := s.link
+func (p *Plane) applyStoreLocked(st cluster.State, before int64, force bool) ([]string, error) {
+	l := p.link
 	if why := l.replacedBy(st, before); why != "" {
 		// etcd was replaced (wiped, restored from a backup): its
 		// revisions start over.
-		s.log.Warn("cluster: etcd went back in time or is another cluster (wiped or restored?); following it from scratch",
+		p.log.Warn("cluster: etcd went back in time or is another cluster (wiped or restored?); following it from scratch",
 			zap.String("why", why), zap.Uint64("cluster_was", l.cluster), zap.Uint64("cluster", st.Cluster),
 			zap.Int64("revision_was", before), zap.Int64("revision", st.Rev),
 			zap.Int64("config_revision_was", l.configRev), zap.Int64("config_revision", st.ConfigRev))
@@ -257,12 +250,12 @@ func (s *Server) applyStoreLocked(st cluster.State, before int64, force bool) ([
 		return nil, fmt.Errorf("%s: %w (keyshard config push FILE URL writes one); the running config stays", l.store.Source(), cluster.ErrNoConfig)
 	}
 	if st.BlacklistRev != l.blackRev {
-		if black, err := parseBlacklist(st.Blacklist); err != nil {
-			s.log.Warn("cluster: the shared blacklist was not applied", zap.Error(err))
+		if black, err := blacklist.Parse(st.Blacklist); err != nil {
+			p.log.Warn("cluster: the shared blacklist was not applied", zap.Error(err))
 		} else {
-			s.black.Store(black)
+			p.dp.SetBlacklist(black)
 			l.blackDoc, l.blackRev = st.Blacklist, st.BlacklistRev
-			s.log.Info("cluster: blacklist applied", zap.Int64("etcd_revision", st.BlacklistRev), zap.Int("entries", len(black.sqls)))
+			p.log.Info("cluster: blacklist applied", zap.Int64("etcd_revision", st.BlacklistRev), zap.Int("entries", len(black.SQLs())))
 		}
 	}
 	var warnings []string
@@ -274,27 +267,27 @@ func (s *Server) applyStoreLocked(st cluster.State, before int64, force bool) ([
 		// (A force mark from before a reset, a restored backup's, is
 		// history.)
 		forced := (st.Forced || l.configRev != 0 && st.ForceRev > l.configRev) && st.ForceRev > l.resetRev
-		warnings, err = s.applyDocLocked(st.Config, st.ConfigRev, force || forced)
+		warnings, err = p.applyDocLocked(st.Config, st.ConfigRev, force || forced)
 	}
-	s.applyDown(st.Down)
+	p.applyDown(st.Down)
 	return warnings, err
 }
 
 // applyDocLocked parses and applies the config document doc at etcd
 // revision rev (under reloadMu).
-func (s *Server) applyDocLocked(doc []byte, rev int64, force bool) ([]string, error) {
-	l := s.link
+func (p *Plane) applyDocLocked(doc []byte, rev int64, force bool) ([]string, error) {
+	l := p.link
 	cfg, warnings, err := config.Parse(doc, l.store.Source())
 	if err == nil {
-		err = s.local.Apply(cfg)
+		err = p.local.Apply(cfg)
 	}
 	if err == nil {
 		var more []string
-		more, err = s.reloadLocked(cfg, nil, force)
+		more, err = p.reloadLocked(cfg, nil, force)
 		warnings = append(warnings, more...)
 	} else {
-		s.reloadErrors.Add(1)
-		s.log.Warn("cluster: the shared config is not valid and was not applied; the running config stays",
+		p.reloadErrors.Add(1)
+		p.log.Warn("cluster: the shared config is not valid and was not applied; the running config stays",
 			zap.Int64("etcd_revision", rev), zap.Error(err))
 	}
 	l.noted(rev, err)
@@ -347,15 +340,15 @@ func otherValue(rev int64, v []byte, known int64, was []byte) bool {
 // applyDown puts the backends in marks out of service and every other
 // one back (under reloadMu): in a cluster, the marks in etcd are the
 // operators' word. A mark for a backend the config lacks is ignored.
-func (s *Server) applyDown(marks []cluster.Down) {
+func (p *Plane) applyDown(marks []cluster.Down) {
 	want := map[string]bool{}
 	for _, d := range marks {
 		want[d.Node+"\x00"+d.Role+"\x00"+d.Addr] = true
 	}
-	for name, n := range s.snap.Load().nodes {
-		for _, p := range n.Pools() {
-			if down := want[name+"\x00"+p.Role().String()+"\x00"+p.Addr()]; down != p.AdminDown() {
-				p.SetAdminDown(down)
+	for name, n := range p.dp.Nodes() {
+		for _, bp := range n.Pools() {
+			if down := want[name+"\x00"+bp.Role().String()+"\x00"+bp.Addr()]; down != bp.AdminDown() {
+				bp.SetAdminDown(down)
 			}
 		}
 	}
@@ -387,7 +380,7 @@ const sharedTries = 10
 // shared runs try, which writes one change to the shared store with a
 // compare-and-swap, until it does not lose to another writer: after a
 // lost race the newest state is applied and try runs again on it.
-func (s *Server) shared(try func() error) error {
+func (p *Plane) shared(try func() error) error {
 	for i := 1; ; i++ {
 		err := try()
 		if !errors.Is(err, cluster.ErrConflict) {
@@ -395,10 +388,10 @@ func (s *Server) shared(try func() error) error {
 		}
 		if i == sharedTries {
 			return &SharedError{Busy: true, msg: fmt.Sprintf("keyshard: nothing changed: the shared config at %s changed under this change %d times in a row "+
-				"(other instances or operators writing); try again", s.link.store.Source(), sharedTries)}
+				"(other instances or operators writing); try again", p.link.store.Source(), sharedTries)}
 		}
-		if _, err := s.syncStore(false); err != nil && errors.Is(err, cluster.ErrNoConfig) {
-			return s.link.noDocument()
+		if _, err := p.syncStore(false); err != nil && errors.Is(err, cluster.ErrNoConfig) {
+			return p.link.noDocument()
 		}
 		// Writers that keep colliding (each instance's edits are one at
 		// a time, so these are other instances') draw apart.
@@ -409,7 +402,7 @@ func (s *Server) shared(try func() error) error {
 // storeErr is an etcd failure while making a change: nothing changed
 // here (a request that timed out may still have reached etcd: then every
 // instance applies it when it sees it).
-func (s *Server) storeErr(err error) error {
+func (p *Plane) storeErr(err error) error {
 	if errors.Is(err, cluster.ErrConflict) {
 		return err
 	}
@@ -421,11 +414,11 @@ func (s *Server) storeErr(err error) error {
 // to the running config, the result written into the document at the
 // revision it came from (compare-and-swap), then applied here; the other
 // instances apply it when they see it.
-func (s *Server) changeShared(edit func(*config.Config) error) error {
-	l := s.link
-	return s.shared(func() error {
-		s.reloadMu.Lock()
-		defer s.reloadMu.Unlock()
+func (p *Plane) changeShared(edit func(*config.Config) error) error {
+	l := p.link
+	return p.shared(func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		if l.empty {
 			return l.noDocument()
 		}
@@ -439,12 +432,12 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 				"and the newest, %d, was not applied (%s). Fix the document (keyshard config push) or apply it (ADMIN RELOAD FORCE) first",
 				l.configRev, l.failedRev, why)}
 		}
-		cfg := s.snap.Load().cfg.Clone()
+		cfg := p.dp.Config().Clone()
 		if err := edit(cfg); err != nil {
 			return err
 		}
 		if err := cfg.Validate(); err != nil {
-			return adminArg("keyshard: the change would make the config invalid, nothing changed: %v", err)
+			return argErr("keyshard: the change would make the config invalid, nothing changed: %v", err)
 		}
 		doc, err := cfg.Rewrite(l.doc)
 		var next *config.Config
@@ -452,17 +445,17 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 			next, _, err = config.Parse(doc, l.store.Source()) // as every instance will read it
 		}
 		if err == nil {
-			err = s.local.Apply(next)
+			err = p.local.Apply(next)
 		}
 		if err != nil {
-			return adminArg("keyshard: the change would make the shared config invalid, nothing changed: %v", err)
+			return argErr("keyshard: the change would make the shared config invalid, nothing changed: %v", err)
 		}
-		rev, err := l.store.PutConfig(s.ctx, doc, l.configRev, l.doc, false)
+		rev, err := l.store.PutConfig(p.ctx, doc, l.configRev, l.doc, false)
 		if err != nil {
-			return s.storeErr(err)
+			return p.storeErr(err)
 		}
 		l.rev = rev
-		_, err = s.reloadLocked(next, s.black.Load(), false)
+		_, err = p.reloadLocked(next, p.dp.Blacklist(), false)
 		l.noted(rev, err)
 		if err != nil {
 			l.failedDoc, l.failedRev = doc, rev
@@ -474,24 +467,24 @@ func (s *Server) changeShared(edit func(*config.Config) error) error {
 }
 
 // setBlackShared is setBlack for a server on a shared config.
-func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error {
-	l := s.link
-	return s.shared(func() error {
-		s.reloadMu.Lock()
-		defer s.reloadMu.Unlock()
+func (p *Plane) setBlackShared(edit func(*blacklist.List) (*blacklist.List, error)) error {
+	l := p.link
+	return p.shared(func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		if l.empty {
 			return l.noDocument()
 		}
-		nb, err := edit(s.black.Load())
+		nb, err := edit(p.dp.Blacklist())
 		if err != nil {
 			return err
 		}
-		data := nb.file()
-		rev, err := l.store.PutBlacklist(s.ctx, data, l.blackRev, l.blackDoc)
+		data := nb.File()
+		rev, err := l.store.PutBlacklist(p.ctx, data, l.blackRev, l.blackDoc)
 		if err != nil {
-			return s.storeErr(err)
+			return p.storeErr(err)
 		}
-		s.black.Store(nb)
+		p.dp.SetBlacklist(nb)
 		l.blackDoc, l.blackRev, l.rev = data, rev, rev
 		return nil
 	})
@@ -499,54 +492,55 @@ func (s *Server) setBlackShared(edit func(*blacklist) (*blacklist, error)) error
 
 // setDownShared records an operator's down/up of a backend in the shared
 // store (under reloadMu), for every instance.
-func (s *Server) setDownShared(node, role, addr string, down bool, by Actor) error {
-	if s.link.empty {
-		return s.link.noDocument()
+func (p *Plane) setDownShared(node, role, addr string, down bool, by Actor) error {
+	if p.link.empty {
+		return p.link.noDocument()
 	}
-	d := cluster.Down{Node: node, Role: role, Addr: addr, By: by.User + " via " + by.Via + " on " + s.Name(), At: time.Now()}
-	rev, err := s.link.store.SetDown(s.ctx, d, down)
+	d := cluster.Down{Node: node, Role: role, Addr: addr, By: by.User + " via " + by.Via + " on " + p.Name(), At: time.Now()}
+	rev, err := p.link.store.SetDown(p.ctx, d, down)
 	if err != nil {
-		return s.storeErr(err)
+		return p.storeErr(err)
 	}
-	s.link.rev = max(s.link.rev, rev)
+	p.link.rev = max(p.link.rev, rev)
 	return nil
 }
 
 // reloadShared is ReloadFile for a server on a shared config: the newest
 // document is read and applied. force writes it back marked as forced,
 // so that every instance applies it even if it moves existing rows.
-func (s *Server) reloadShared(force bool) ([]string, error) {
-	l := s.link
+func (p *Plane) reloadShared(force bool) ([]string, error) {
+	l := p.link
 	if force {
-		st, err := l.store.Read(s.ctx)
+		st, err := l.store.Read(p.ctx)
 		if err != nil {
-			return nil, s.storeErr(err)
+			return nil, p.storeErr(err)
 		}
 		if st.ConfigRev == 0 {
 			return nil, fmt.Errorf("%s: %w", l.store.Source(), cluster.ErrNoConfig)
 		}
-		if _, err := l.store.PutConfig(s.ctx, st.Config, st.ConfigRev, st.Config, true); err != nil {
-			return nil, s.storeErr(err)
+		if _, err := l.store.PutConfig(p.ctx, st.Config, st.ConfigRev, st.Config, true); err != nil {
+			return nil, p.storeErr(err)
 		}
 	}
 	// A document refused before is tried again (and its error returned).
-	s.reloadMu.Lock()
+	p.mu.Lock()
 	l.failedRev = 0
-	s.reloadMu.Unlock()
-	return s.syncStore(force)
+	p.mu.Unlock()
+	return p.syncStore(force)
 }
 
-// leaveCluster removes this instance from the member list (Shutdown),
-// waiting at most a second, and closes the store.
-func (s *Server) leaveCluster() {
-	if s.link == nil {
+// Leave removes this instance from the member list (Shutdown, once the
+// server's context is done), waiting at most a second, and closes the
+// store. Nothing on a config read from a file.
+func (p *Plane) Leave() {
+	if p.link == nil {
 		return
 	}
 	select {
-	case <-s.link.left:
+	case <-p.link.left:
 	case <-time.After(time.Second):
 	}
-	_ = s.link.store.Close()
+	_ = p.link.store.Close()
 }
 
 // Proxy is one keyshard instance of the cluster for SHOW PROXIES and the
@@ -563,24 +557,22 @@ type Proxy struct {
 
 // Proxies lists the live instances sharing this one's config (only this
 // one when the config is a file).
-func (s *Server) Proxies(ctx context.Context) ([]Proxy, error) {
-	if s.link == nil {
-		snap := s.snap.Load()
+func (p *Plane) Proxies(ctx context.Context) ([]Proxy, error) {
+	if p.link == nil {
+		rev, applied := p.dp.Revision()
 		host, _ := os.Hostname()
-		m := s.self(host)
-		m.ConfigRev, m.Applied = snap.rev, snap.applied
-		return []Proxy{{Member: m, Self: true, Current: true, Latest: snap.rev, Uptime: uptime(s.started)}}, nil
+		m := p.self(host)
+		m.ConfigRev, m.Applied = rev, applied
+		return []Proxy{{Member: m, Self: true, Current: true, Latest: rev, Uptime: uptime(p.started)}}, nil
 	}
-	members, latest, err := s.link.store.Members(ctx)
+	members, latest, err := p.link.store.Members(ctx)
 	if err != nil {
 		return nil, &SharedError{err: err, msg: "keyshard: the member list cannot be read: " + err.Error()}
 	}
 	out := make([]Proxy, 0, len(members))
 	for _, m := range members {
-		out = append(out, Proxy{Member: m, Self: m.Name == s.Name() && m.PID == os.Getpid(), Current: m.ConfigRev == latest,
+		out = append(out, Proxy{Member: m, Self: m.Name == p.Name() && m.PID == os.Getpid(), Current: m.ConfigRev == latest,
 			Latest: latest, Uptime: uptime(m.Started)})
 	}
 	return out, nil
 }
-
-func uptime(t time.Time) string { return time.Since(t).Round(time.Second).String() }

@@ -1,24 +1,31 @@
-package proxy
+// Package blacklist is kingshard's SQL blacklist (blacklist_sql_file):
+// the list both planes share. The data plane checks each statement
+// against the running list; the control plane (proxy/control) edits it,
+// reads it from its file or from etcd, and saves it. It never imports
+// package proxy or the engine.
+package blacklist
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/keyshard/keyshard/router"
 )
 
-// blacklist is kingshard's SQL blacklist (blacklist_sql_file): statements
+// List is kingshard's SQL blacklist (blacklist_sql_file): statements
 // whose canonical form (router.Canonical) matches an entry's are refused.
 // The form is read from the parse tree, so one entry covers every value of
 // its literals, every spelling of its names (quoted, qualified with the
 // database, aliased), executable comments, constant conditions such as
 // WHERE 1=1, and the statement inside a batch, a PREPARE or an EXECUTE
 // IMMEDIATE. Immutable; changes build a new one.
-type blacklist struct {
+type List struct {
 	sqls  []string            // as the operator wrote them, in order
 	keys  map[string]struct{} // blackKey of each
 	kinds [32]bool            // router.Classify kinds of the entries
@@ -40,8 +47,10 @@ func blackKey(p *router.Parser, sql string) string {
 	return key
 }
 
-func newBlacklist(sqls []string) *blacklist {
-	b := &blacklist{keys: make(map[string]struct{}, len(sqls))}
+// New is a list of sqls: blank entries, duplicates (by shape) and entries
+// that are not one statement are left out.
+func New(sqls []string) *List {
+	b := &List{keys: make(map[string]struct{}, len(sqls))}
 	p := router.NewParser()
 	for _, q := range sqls {
 		q = strings.TrimSpace(q)
@@ -59,33 +68,26 @@ func newBlacklist(sqls []string) *blacklist {
 	return b
 }
 
-// loadBlacklist reads one statement per line; blank lines and lines
+// Load reads one statement per line; blank lines and lines
 // starting with # are skipped. A missing file is an empty list (admin
 // 'save' creates it).
-func loadBlacklist(path string) (*blacklist, error) {
+func Load(path string) (*List, error) {
 	if path == "" {
-		return newBlacklist(nil), nil
+		return New(nil), nil
 	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return newBlacklist(nil), nil
+		return New(nil), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return parseBlacklist(data)
+	return Parse(data)
 }
 
-// CheckBlacklist reports whether data reads as a blacklist file (for
-// keyshard config push -blacklist).
-func CheckBlacklist(data []byte) error {
-	_, err := parseBlacklist(data)
-	return err
-}
-
-// parseBlacklist reads a blacklist file's content: one statement per
+// Parse reads a blacklist file's content: one statement per
 // line; blank lines and lines starting with # are skipped.
-func parseBlacklist(data []byte) (*blacklist, error) {
+func Parse(data []byte) (*List, error) {
 	var sqls []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
@@ -96,17 +98,17 @@ func parseBlacklist(data []byte) (*blacklist, error) {
 		}
 		sqls = append(sqls, line)
 	}
-	return newBlacklist(sqls), sc.Err()
+	return New(sqls), sc.Err()
 }
 
-// empty reports whether the list has no entry.
-func (b *blacklist) empty() bool { return len(b.keys) == 0 }
+// Empty reports whether the list has no entry.
+func (b *List) Empty() bool { return len(b.keys) == 0 }
 
-// mayMatch reports whether sql (classified as info) needs checking: not
+// MayMatch reports whether sql (classified as info) needs checking: not
 // with an empty list, nor for a single statement of a kind no entry has
 // (a batch, PREPARE, EXECUTE, SET (STATEMENT ... FOR), a statement the
 // classifier cannot name or one with comments is always checked).
-func (b *blacklist) mayMatch(sql string, info router.Info) bool {
+func (b *List) MayMatch(sql string, info router.Info) bool {
 	if len(b.keys) == 0 {
 		return false
 	}
@@ -117,37 +119,37 @@ func (b *blacklist) mayMatch(sql string, info router.Info) bool {
 	return b.kinds[info.Kind%32] || info.Flags&router.FlagMulti != 0 || strings.Contains(sql, "/*")
 }
 
-// check refuses sql, run in database db, if one of its statements matches
+// Check refuses sql, run in database db, if one of its statements matches
 // an entry, and a statement whose text cannot be seen (PREPARE or EXECUTE
 // IMMEDIATE of anything but one string literal, a compound statement)
 // while the list has entries.
-func (b *blacklist) check(p *router.Parser, sql, db string) error {
+func (b *List) Check(p *router.Parser, sql, db string) error {
 	if len(b.keys) == 0 {
 		return nil
 	}
 	hit, err := p.Canonical(sql, db, func(f string) bool { _, ok := b.keys[f]; return ok })
 	switch {
 	case errors.Is(err, router.ErrUncheckable):
-		return newErr(errNotSupported, "keyshard: the SQL blacklist (blacklist_sql_file) is on, and this statement's text "+
+		return &Error{Uncheckable: true, msg: fmt.Sprintf("keyshard: the SQL blacklist (blacklist_sql_file) is on, and this statement's text "+
 			"cannot be checked against it (PREPARE or EXECUTE IMMEDIATE of anything but one string literal, a compound "+
 			"statement): %s; give the text as one string literal, prepare it with the binary protocol, or send the "+
-			"compound statement's parts one by one", clip(sql))
+			"compound statement's parts one by one", clip(sql))}
 	case hit:
 		return blacklisted(sql)
 	}
 	return nil
 }
 
-// with returns a copy with sql added (ok false if it was there).
-func (b *blacklist) with(sql string) (*blacklist, bool) {
+// With returns a copy with sql added (ok false if it was there).
+func (b *List) With(sql string) (*List, bool) {
 	if _, ok := b.keys[blackKey(nil, sql)]; ok || router.Classify(sql).Flags&router.FlagMulti != 0 {
 		return b, false
 	}
-	return newBlacklist(append(append([]string(nil), b.sqls...), sql)), true
+	return New(append(append([]string(nil), b.sqls...), sql)), true
 }
 
-// without returns a copy with sql's entry removed (ok false if absent).
-func (b *blacklist) without(sql string) (*blacklist, bool) {
+// Without returns a copy with sql's entry removed (ok false if absent).
+func (b *List) Without(sql string) (*List, bool) {
 	p := router.NewParser()
 	k := blackKey(p, sql)
 	if _, ok := b.keys[k]; !ok {
@@ -159,11 +161,11 @@ func (b *blacklist) without(sql string) (*blacklist, bool) {
 			rest = append(rest, q)
 		}
 	}
-	return newBlacklist(rest), true
+	return New(rest), true
 }
 
-// file is the list as blacklist_sql_file holds it.
-func (b *blacklist) file() []byte {
+// File is the list as blacklist_sql_file holds it.
+func (b *List) File() []byte {
 	var buf bytes.Buffer
 	for _, q := range b.sqls {
 		buf.WriteString(q)
@@ -172,9 +174,21 @@ func (b *blacklist) file() []byte {
 	return buf.Bytes()
 }
 
+// SQLs returns the entries, as written (a copy).
+func (b *List) SQLs() []string { return slices.Clone(b.sqls) }
+
+// Error is a statement the list refuses (proxy maps it to a MySQL error).
+// Uncheckable: its text cannot be seen while the list has entries.
+type Error struct {
+	Uncheckable bool
+	msg         string
+}
+
+func (e *Error) Error() string { return e.msg }
+
 // blacklisted is the error for a statement the blacklist refuses.
 func blacklisted(sql string) error {
-	return newErr(errBlacklisted, "The keyshard server is running with the SQL blacklist (blacklist_sql_file) option so it cannot execute this statement: %s", clip(sql))
+	return &Error{msg: fmt.Sprintf("The keyshard server is running with the SQL blacklist (blacklist_sql_file) option so it cannot execute this statement: %s", clip(sql))}
 }
 
 // clip shortens sql quoted in an error message.

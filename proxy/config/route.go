@@ -1,0 +1,17 @@
+package config
+
+import "github.com/keyshard/keyshard/router"
+
+// RouteConfig is what the router compiles from a schema_list entry.
+func (sc *SchemaConfig) RouteConfig() router.SchemaConfig {
+	rc := router.SchemaConfig{Default: sc.Default, Nodes: sc.Nodes}
+	for j := range sc.ShardRule {
+		r := &sc.ShardRule[j]
+		tc := router.TableConfig{DB: r.DB, Table: r.Table, Key: r.Key, Nodes: r.Nodes, Shard: r.ShardRule()}
+		if r.AutoIncrement != "" {
+			tc.Seq = &router.Sequence{Name: r.SequenceName(), Column: r.AutoIncrement, Cache: r.SequenceCache}
+		}
+		rc.Tables = append(rc.Tables, tc)
+	}
+	return rc
+}
