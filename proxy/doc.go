@@ -1,27 +1,35 @@
-// Package proxy is keyshard's front end: it accepts MySQL clients, runs
-// their sessions, and hands each statement to the engine. It owns the
-// server (accept loop, connection limits, graceful Shutdown, config
-// snapshot swaps), the session (login, what the client negotiated, its
-// database, charset, variables and prepared statements), and the one
-// mapping from any error to the MySQL error a client sees (toMySQL).
+// Package proxy is keyshard's data plane: the session of each client and
+// the server that runs them. A Session (proxy.Session) is the handler of
+// one client connection (frontend.Handler): it holds the session state
+// (user, database, charset, variables, prepared statements) and runs each
+// statement by its class through the router and the engine. The Server
+// builds the immutable configuration snapshots the sessions run on, keeps
+// the metrics, digests and result cache, and holds the one mapping from
+// any error to the MySQL error a client sees (toMySQL, errors.go).
 //
 // # The query path
 //
-// A reader finds each step in its own place:
+// A reader finds each step from the folder names alone:
 //
 //	client socket
-//	   │  accept, TLS, login            server.go, auth.go
+//	   │  accept, allow_ips, limits,    proxy/frontend: Listener, Conn,
+//	   │  TLS, handshake, auth          handshake and auth plugins
 //	   ▼
-//	Session (one goroutine a client)   session.go: command loop, dispatch,
-//	   │                               SET/USE/KILL, session state
-//	   │  classify, digest, blacklist  router.Classify, trace.go, proxy/blacklist
+//	command loop (a goroutine each)    proxy/frontend: Conn.serve →
+//	   │                               Handler.Command
+//	   ▼
+//	Session                            session.go: command dispatch;
+//	   │  statement class              query.go: COM_QUERY by class, one
+//	   │                               table (queryClasses)
+//	   │  checks, digest, cache        checks.go, trace.go, resultcache.go
 //	   ▼
 //	plan                               routed.go → router: cached plan by
 //	   │                               statement shape, bound to the literals
 //	   ▼
 //	engine.Engine                      proxy/engine: relay to one node,
 //	   │                               fan-out, streaming merge, CALL,
-//	   │                               prepared executions, cursors
+//	   │                               prepared executions, cursors; writes
+//	   │                               over several nodes through proxy/xa
 //	   │  Lease.Acquire / Release      proxy/engine/lease.go: which backend
 //	   ▼                               connections the client holds, and why
 //	backend.Pool, backend.Conn         backend: nodes, pools, state sync
@@ -33,35 +41,80 @@
 // once and writes it through engine.Client, the only writer that knows
 // what the client negotiated (EOF packets, session-state tracking).
 //
-// # Who owns what
+// Beside the data plane, proxy/control is the control plane: reloads,
+// the operator's controls, the etcd link, failover following. It drives
+// the Server through control.DataPlane (dataplane.go) and applies each
+// validated configuration with Plane.Apply, which builds a snapshot here
+// and swaps it in atomically.
 //
-//   - proxy: Server and Session (state only: no relay loops, no pinning
-//     rules), prepared-statement bookkeeping (stmt.go, execute.go sends an
-//     execution's packets), text PREPARE on sharded tables (textstmt.go),
-//     digests and logs of each statement (trace.go, sqllog.go), the
-//     admin statement hook (adminhook.go), what the operator sees of the
-//     data plane (status.go), metrics. It implements control.DataPlane
-//     (dataplane.go): building and swapping in snapshots.
-//   - proxy/control: the control plane: config reloads and the file
-//     watcher, the operator's controls (control.Controls), the config
-//     shared in etcd, failover following. It drives the server through
-//     control.DataPlane and never imports proxy.
-//   - proxy/blacklist: the SQL blacklist, checked by sessions and edited
-//     by the control plane; never imports proxy.
-//   - proxy/engine: executing a bound routing and relaying every result set;
-//     the connection lease. It declares the interfaces it needs (Conns,
-//     Tracer) and never imports proxy.
+// # The files of package proxy
+//
+//   - server.go: Server, New, Shutdown; what the frontend asks of keyshard
+//     (frontend.Server: Settings, NewHandler, Answer, Event).
+//   - session.go: Session, login and COM_CHANGE_USER (Login), the command
+//     dispatch (Command), USE and COM_SET_OPTION.
+//   - query.go: COM_QUERY, statement class by class (queryClasses).
+//   - checks.go: privileges (user_list) and the SQL blacklist.
+//   - routed.go, introspect.go, textstmt.go: statements on sharded tables,
+//     SHOW / DESCRIBE / information_schema of them, text PREPARE.
+//   - stmt.go, execute.go: binary-protocol prepared statements (stmtTable).
+//   - setvars.go, kill.go, timeout.go: SET, KILL, statement time limits
+//     (stmtLimit).
+//   - trace.go, sqllog.go, processlist.go, history.go, metrics.go: what
+//     each statement leaves: digests, the SQL and slow logs, the process
+//     list, samples, Prometheus metrics.
+//   - resultcache.go: the result cache and a session's use of it
+//     (cacheUse).
+//   - snapshot.go, dataplane.go, identity.go: configuration snapshots and
+//     the DataPlane the control plane drives; the greeting's identity.
+//   - status.go, shardcheck.go, adminhook.go, xaenv.go: what the operator
+//     sees of the data plane, the sub-table check, the admin statement
+//     hook, the XA coordinator's view of the configuration (xa.Env).
+//   - errors.go: the error kinds and toMySQL.
+//
+// # Packages and what each may import
+//
+// test/layout checks every rule below with `go list -deps`.
+//
+//   - cmd/keyshard: flags, wiring, signals; imports everything, nothing
+//     imports it.
+//   - proxy: the data plane (above); imports everything below but admin
+//     and cmd.
+//   - proxy/admin: admin SQL, REST, the status page, /metrics and pprof;
+//     imports proxy, proxy/control, proxy/config, proxy/digest.
+//   - proxy/frontend: the wire layer of clients (listener, Conn,
+//     handshake, auth, command loop); declares Handler, Users and Server;
+//     imports only backend/wire and backend/sock of keyshard's packages.
+//   - proxy/control: reloads, the operator's controls, the etcd link
+//     (proxy/cluster), failover following; declares DataPlane; never
+//     imports proxy, proxy/admin or cmd.
 //   - proxy/xa: the XA coordinator (engine.Atomic: decisions, recovery,
-//     ADMIN XA) and the sequences; it reads the configuration through
-//     xa.Env and never imports proxy.
-//   - router: classification, the statement kind tables (kinds.go),
-//     planning and binding; no I/O.
-//   - backend: connections; never imports proxy or router.
+//     ADMIN XA) and the sequences; declares Env; never imports proxy,
+//     proxy/control, proxy/admin or cmd.
+//   - proxy/engine: executes a bound routing and relays every result set;
+//     the connection lease; declares Conns, Tracer, Atomic; never imports
+//     proxy, proxy/config or proxy/admin.
+//   - proxy/blacklist: the SQL blacklist (checked by sessions, edited by
+//     the control plane); imports router only.
+//   - proxy/merge: cross-shard merges (sort, group, aggregate); imports
+//     router and backend/wire, never proxy, proxy/engine or backend.
+//   - proxy/config: ks.yaml: types, strict decode, Validate; imports
+//     router's configuration types.
+//   - proxy/cluster: the etcd store of the shared config; proxy/digest:
+//     statement digests. Neither imports a keyshard package.
+//   - router: classification, planning, binding, the plan cache; no I/O;
+//     never imports backend or proxy. router/shard: the shard functions.
+//   - backend: nodes, pools, state sync; never imports router or proxy.
+//     backend/wire: packets; backend/sock: raw socket calls.
 //
 // # Concurrency
 //
-// A session's fields belong to its goroutine; KILL and shutdown touch only
-// atomics (Session.killed, trace.cur). The running configuration is one
-// immutable snapshot swapped atomically: a session moves to a new one
-// between statements, outside a transaction.
+// A session's fields belong to its goroutine. KILL and shutdown reach
+// another session through its frontend.Conn (Kill, Abort, CloseIdle:
+// atomics and socket deadlines) and its trace: interrupt takes the
+// trace's proc.mu and sends KILL QUERY for each backend connection the
+// statement holds (trace.conns), so none of them goes back to its pool
+// before its KILL is done. The running configuration is one immutable
+// snapshot swapped atomically: a session moves to a new one between
+// statements, outside a transaction.
 package proxy

@@ -294,7 +294,7 @@ func TestAuthTLSRequestPipelined(t *testing.T) {
 	tc := tls.Client(&pipelinedConn{Conn: r.nc, prefix: sslRequest}, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
 	if err := tc.Handshake(); err != nil {
 		t.Fatalf("TLS handshake with the ClientHello right behind the SSLRequest: %v: "+
-			"proxy/auth.go handshake() hands the raw net.Conn to tls.Server while the ClientHello sits in the packet reader's buffer", err)
+			"proxy/frontend/auth.go Conn.handshake hands the raw net.Conn to tls.Server while the ClientHello sits in the packet reader's buffer", err)
 	}
 	rt := &rawConn{t: t, nc: tc, br: bufio.NewReader(tc), seq: 2}
 	rt.writePacket(handshakeResponse(caps, "ks", mysql.CalcNativePassword(g.scramble, []byte("ks")), "ks_test", mysql.AUTH_NATIVE_PASSWORD))
