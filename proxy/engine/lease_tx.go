@@ -1,0 +1,386 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/backend/wire"
+)
+
+// Transactions over several nodes (XA branches), and giving connections back.
+
+// branchID is the XA branch of transaction xid on node.
+func branchID(xid, node string) string { return backend.Quote(xid) + "," + backend.Quote(node) }
+
+// Spans reports whether the open transaction may reach other nodes (see
+// XA).
+func (l *Lease) Spans() bool { return l.XA != nil && (l.InTx() || l.txBegin != "") }
+
+// Branches is how many nodes besides its first the open transaction
+// reached.
+func (l *Lease) Branches() int { return len(l.branches) }
+
+// EndTx ends a transaction that reached several nodes (commit true: in two
+// phases; else a rollback on every node). handled is false when it has no
+// branch (a local transaction, ended as usual by the caller). An error
+// from a commit means nothing was committed.
+func (l *Lease) EndTx(commit bool) (handled bool, err error) {
+	if len(l.branches) == 0 {
+		return false, nil
+	}
+	first := l.pinned
+	if commit {
+		err = l.commitBranches(first)
+	} else {
+		l.rollbackBranches(first)
+	}
+	l.branches, l.xid = nil, ""
+	if first != nil {
+		l.Release(first)
+	}
+	return true, err
+}
+
+// commitBranches commits the branches and the first node's transaction
+// (first): the branches prepared, then the decision recorded and the
+// first node's transaction committed together, then the branches
+// committed (recovery commits one that fails here, by the decision).
+func (l *Lease) commitBranches(first *backend.Conn) error {
+	xid := l.xid
+	if first == nil || first.Broken() {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed: the connection of the transaction's first node was lost; it was rolled back on every node")
+	}
+	// The first node's transaction may be gone already (a deadlock rolls
+	// it back; an ERR carries no status): DO 0 answers with the status.
+	if _, err := first.Exec("DO 0"); err != nil || first.Status&wire.StatusInTrans == 0 {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed: the transaction was already rolled back on node %s (a deadlock or an error there); "+
+			"it was rolled back on every node", first.Node())
+	}
+	if first.Status&mysql.SERVER_STATUS_IN_TRANS_READONLY != 0 {
+		// READ ONLY (its branches were opened read-only too): nothing was
+		// written, so the branches end and the first node commits.
+		l.endBranches()
+		if _, err := first.Exec("COMMIT"); err != nil {
+			return err
+		}
+		l.XA.Outcome(true, 1) // a commit, not a two-phase one
+		return nil
+	}
+	for _, q := range []string{"XA END ", "XA PREPARE "} {
+		step := ""
+		if q == "XA PREPARE " {
+			step = "prepare"
+		}
+		if err := execAll(l.branches, step, func(i int) string { return q + branchID(xid, l.branches[i].Node()) }); err != nil {
+			l.rollbackBranches(first)
+			return Errorf(KindTxLost, "keyshard: COMMIT failed (%s on %v): the transaction was rolled back on every node", strings.TrimSpace(q), err)
+		}
+	}
+	if _, err := first.Exec(l.XA.DecisionSQL(xid)); err != nil {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
+	}
+	if _, err := first.Exec("COMMIT"); err != nil {
+		// An error may come after the commit happened (a lost answer, a
+		// kill while waiting for replication): the decision row says. A
+		// rollback decision settles it unless the commit's stands.
+		committed, aerr := l.XA.Abort(l.Ctx, xid)
+		switch {
+		case aerr != nil:
+			// Unknown: the branches stay prepared, recovery finishes them.
+			for _, bc := range l.branches {
+				bc.MarkBroken()
+				l.putBack(bc)
+			}
+			l.branches = nil
+			return Errorf(KindTxLost, "keyshard: COMMIT on node %s failed (%v) and its outcome cannot be read (%v): it is unknown "+
+				"until recovery finishes it", first.Node(), err, aerr)
+		case !committed:
+			l.rollbackBranches(first)
+			return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
+		}
+		// Committed all the same: the connection goes (its state is
+		// unsure), the transaction is not lost with it.
+		first.SetStatus(first.Status &^ txStatus)
+		first.MarkBroken()
+	}
+	all := true
+	if err := execAll(l.branches, "commit", func(i int) string { return "XA COMMIT " + branchID(xid, l.branches[i].Node()) }); err != nil {
+		// A branch that failed stays prepared; recovery commits it.
+		for _, bc := range l.branches {
+			bc.MarkBroken()
+		}
+		all = false
+	}
+	for _, bc := range l.branches {
+		l.putBack(bc)
+	}
+	if all {
+		l.XA.Done(xid)
+	}
+	l.XA.Outcome(true, 1+len(l.branches))
+	return nil
+}
+
+// rollbackBranches rolls back every branch and the first node's
+// transaction; a connection that cannot is closed (which rolls back what
+// is not prepared).
+func (l *Lease) rollbackBranches(first *backend.Conn) {
+	nodes := 1 + len(l.branches)
+	l.endBranches()
+	if first != nil && !first.Broken() {
+		if _, err := first.Exec("ROLLBACK"); err != nil {
+			first.MarkBroken()
+		}
+	}
+	if first != nil {
+		// Rolled back, or closed (which rolls back): the transaction is
+		// over, not lost with the connection.
+		first.SetStatus(first.Status &^ txStatus)
+	}
+	if l.XA != nil {
+		l.XA.Outcome(false, nodes)
+	}
+}
+
+// endBranches rolls back every branch (a connection that cannot is
+// closed, which rolls back what is not prepared) and forgets them.
+func (l *Lease) endBranches() {
+	for _, bc := range l.branches {
+		if bc.Broken() {
+			l.putBack(bc) // closed: the server rolls back what is not prepared
+			continue
+		}
+		_, _ = bc.Exec("XA END " + branchID(l.xid, bc.Node())) // fails on a prepared branch: the rollback counts
+		if _, err := bc.Exec("XA ROLLBACK " + branchID(l.xid, bc.Node())); err != nil {
+			bc.MarkBroken()
+		}
+		l.putBack(bc)
+	}
+	l.branches = nil
+}
+
+// synced gets a connection from pool p and syncs it to the session. A
+// pooled connection found dead while syncing (its server restarted, or
+// closed it while idle) is replaced once: nothing of the statement was
+// sent, and the pool pings its other idle connections before use now.
+func (l *Lease) synced(p *backend.Pool, acOn bool) (*backend.Conn, error) {
+	f := backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB)
+	for try := 0; ; try++ {
+		bc, err := p.GetBy(l.Ctx, l.Deadline, f) // the statement's time limit covers its wait
+		if err != nil {
+			return nil, err
+		}
+		if err := bc.Sync(l.Vars.DB, l.Vars.Multi, l.Vars.Autocommit || acOn, l.Vars.State); err != nil {
+			l.putBack(bc)
+			if try == 0 && backend.KindOf(err) == backend.KindLost && !backend.IsFrozen(err) {
+				continue
+			}
+			return nil, err
+		}
+		if acOn && !l.Vars.Autocommit {
+			l.acOn = append(l.acOn, bc)
+		}
+		return bc, nil
+	}
+}
+
+// putBack returns bc to its pool (closed if broken); never pins.
+func (l *Lease) putBack(bc *backend.Conn) {
+	l.Trace.Released(bc)
+	if bc.Broken() {
+		l.failed = bc.Pool()
+		bc.Pool().Discard(bc)
+		return
+	}
+	bc.Pool().Put(bc)
+}
+
+// Release gives back a connection from Acquire: it stays pinned if the
+// session needs it, else goes back to its pool (closed if broken).
+func (l *Lease) Release(bc *backend.Conn) {
+	l.Trace.Released(bc) // no KILL QUERY of the statement's reaches it now
+	if slices.Contains(l.branches, bc) {
+		// An XA branch stays with the transaction; lost, the transaction
+		// is (the session ends, its other branches roll back).
+		if l.meta == bc {
+			l.meta = nil
+		}
+		if bc.Broken() {
+			l.lost = heldTx
+		}
+		return
+	}
+	if bc == l.pinned && len(l.branches) > 0 && !bc.Broken() && bc.Answered() && bc.Status&wire.StatusInTrans == 0 {
+		// The first node's transaction ended without keyshard's COMMIT (a
+		// statement that commits implicitly): the branches cannot follow
+		// it in two phases. They roll back and the session ends.
+		l.lost = "a transaction over several nodes (node " + bc.Node() + " ended its part on its own; the others are rolled back)"
+	}
+	if i := slices.Index(l.acOn, bc); i >= 0 {
+		// Autocommit forced on for one read: back to the pool as it is
+		// (Sync sets it for the next user), the session's setting intact.
+		l.acOn = slices.Delete(l.acOn, i, i+1)
+		if inTrans(bc) {
+			bc.MarkBroken() // never pooled inside a transaction
+		}
+		l.putBack(bc)
+		return
+	}
+	if !bc.Broken() {
+		// The session's settings as the server now reports them (SET
+		// autocommit in a batch or a procedure included).
+		l.status = bc.Status &^ (PerStatementStatus | txStatus)
+		l.Vars.Autocommit = bc.Autocommit()
+	}
+	if bc == l.meta {
+		l.meta = nil
+		if bc != l.pinned {
+			l.putBack(bc)
+			return
+		}
+		if !bc.Broken() {
+			return // the pinned connection stays as it was
+		}
+		// A broken pinned connection goes as below.
+	}
+	if len(l.txNext) > 0 && (l.pinned == nil || l.pinned == bc) {
+		switch {
+		case l.txNextFresh && !bc.Broken():
+			l.txNextFresh = false // the SET TRANSACTION itself
+		case bc.Broken() || !inTrans(bc):
+			l.txNext, l.txNextFresh = nil, false
+		}
+	}
+	pool := bc.Pool()
+	if bc.Broken() {
+		l.failed = pool
+		if l.pinned == bc {
+			// What tied the session to the connection goes with it (a
+			// connection lost on another node leaves the pinned one's).
+			l.lost = l.heldOn(bc)
+			if l.cursors > 0 && l.OnDiscard != nil {
+				l.OnDiscard(bc)
+			}
+			l.pinned = nil
+			l.sticky, l.lockTables, l.noReuse = "", false, false
+		}
+		pool.Discard(bc)
+		return
+	}
+	if l.pinned != nil && l.pinned != bc {
+		// A statement on another node while the session keeps state on
+		// its pinned connection: this one goes back, unless it was left
+		// inside a transaction (it cannot be pinned too), then it is closed,
+		// which rolls the transaction back.
+		if inTrans(bc) {
+			pool.Discard(bc)
+			return
+		}
+		pool.Put(bc)
+		return
+	}
+	if inTrans(bc) || l.sticky != "" || l.lockTables || l.cursors > 0 {
+		l.pinned = bc
+		return
+	}
+	l.pinned = nil
+	pool.Put(bc)
+}
+
+// Lost releases bc after it failed (marked broken): the connection and
+// every pin on it go. held says what session state went with it ("" for
+// none): an open transaction (rolled back with it), table locks, or what
+// made it sticky (user variables, temporary tables...). An open cursor is
+// not counted: its loss shows as an error on the next fetch, where the
+// loss of the others would go unnoticed.
+func (l *Lease) Lost(bc *backend.Conn) (held string) {
+	bc.MarkBroken()
+	if i := slices.Index(l.branches, bc); i >= 0 {
+		// A branch of a transaction over several nodes: the transaction
+		// is lost (the session ends; End rolls the others back).
+		l.branches = slices.Delete(l.branches, i, i+1)
+		l.putBack(bc)
+		return heldTx
+	}
+	if l.pinned != bc && inTrans(bc) {
+		// Not pinned yet, but in a transaction: the deferred BEGIN was
+		// opened on it for the statement that failed.
+		if l.meta == bc {
+			l.meta = nil
+		}
+		l.putBack(bc)
+		return heldTx
+	}
+	l.Release(bc)
+	return l.TakeLost()
+}
+
+// heldTx is what Lost reports for an open transaction (rolled back with
+// the connection).
+const heldTx = "an open transaction (rolled back)"
+
+// heldOn says what session state the pinned connection bc holds ("" for
+// none that its loss would hide; an open cursor shows on its next fetch).
+func (l *Lease) heldOn(bc *backend.Conn) string {
+	switch {
+	case inTrans(bc):
+		return heldTx
+	case l.lockTables:
+		return "LOCK TABLES"
+	}
+	return l.sticky
+}
+
+// TakeLost returns, and forgets, what session state went with a pinned
+// connection released broken since the last call ("" for none). The
+// session ends its client connection when it is set: the client must not
+// go on as if that state were still there.
+func (l *Lease) TakeLost() string {
+	held := l.lost
+	l.lost = ""
+	return held
+}
+
+// End gives the pinned connection back at the end of a session (or before
+// COM_RESET_CONNECTION / COM_CHANGE_USER): cleaned with one reset (roll
+// back, drop temporary tables, locks and variables), or closed.
+func (l *Lease) End() {
+	if len(l.branches) > 0 {
+		l.rollbackBranches(nil) // the first node's transaction goes with the reset below
+		l.xid = ""
+	}
+	noReuse := l.noReuse
+	l.cursors = 0
+	l.txNext, l.txNextFresh = nil, false
+	l.sticky, l.lockTables, l.txBegin, l.noReuse, l.txImplied = "", false, "", false, false
+	bc := l.pinned
+	if bc == nil {
+		return
+	}
+	l.pinned = nil
+	if noReuse {
+		bc.MarkBroken()
+	}
+	if !bc.Broken() {
+		_ = bc.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = bc.Reset() // marks bc broken when it fails
+		_ = bc.SetDeadline(time.Time{})
+	}
+	l.putBack(bc)
+}
+
+// retryRead reports whether a read that failed with err before anything
+// reached the client may be retried on another backend.
+func retryRead(err error) bool {
+	switch backend.KindOf(err) {
+	case backend.KindLost, backend.KindConnect, backend.KindDown, backend.KindPoolTimeout, backend.KindClosed:
+		return true
+	}
+	return false
+}
