@@ -56,12 +56,15 @@ type scope struct {
 	sel    *ast.SelectStmt // nil: the UPDATE or DELETE
 	srcs   []*source
 	kids   []*scope
-	outer  bool       // the FROM has an outer join
-	value  bool       // its conjuncts hold for every row the statement produces
-	check  bool       // must keep each row's sub-table (derived, IN)
-	corr   []colNode  // its columns tied to an outer scope's by its conjuncts
-	direct bool       // the statement's own WHERE scope (condOf reads it)
-	done   map[ast.Node]bool
+	outer  bool      // the FROM has an outer join
+	value  bool      // its conjuncts hold for every row the statement produces
+	check  bool      // must keep each row's sub-table (derived, IN)
+	corr   []colNode // its columns tied to an outer scope's by its conjuncts
+	direct bool      // the statement's own WHERE scope (condOf reads it)
+	// coalesced: the columns of JOIN ... USING and NATURAL JOIN, which an
+	// unqualified name names without ambiguity.
+	coalesced map[string]colNode
+	done      map[ast.Node]bool
 }
 
 type colNode struct {
@@ -294,6 +297,14 @@ func (a *analysis) fill(sc *scope, from ast.ResultSetNode, where ast.ExprNode) {
 				if value {
 					a.val.union(l, r)
 				}
+				if sc.coalesced == nil {
+					sc.coalesced = map[string]colNode{}
+				}
+				if j.Tp == ast.RightJoin {
+					sc.coalesced[n] = r
+				} else {
+					sc.coalesced[n] = l
+				}
 			}
 		}
 	}
@@ -506,6 +517,9 @@ func (a *analysis) resolve(sc *scope, c *ast.ColumnName) (colNode, bool) {
 		return colNode{}, false
 	}
 	for s := sc; s != nil; s = s.parent {
+		if n, ok := s.coalesced[name]; ok {
+			return n, true
+		}
 		var found *source
 		n, unknown := 0, false
 		for _, src := range s.srcs {
@@ -700,18 +714,22 @@ func (s *source) label() string {
 
 // holdsSharded reports whether a scope or one below it reads a sharded
 // table.
-func holdsSharded(sc *scope) bool {
+func holdsSharded(sc *scope) bool { return firstSharded(sc) != nil }
+
+// firstSharded is the first sharded table of a scope or one below it (nil:
+// none).
+func firstSharded(sc *scope) *source {
 	for _, s := range sc.srcs {
 		if s.ref != nil && s.ref.rule != nil && !s.ref.rule.Global {
-			return true
+			return s
 		}
 	}
 	for _, k := range sc.kids {
-		if holdsSharded(k) {
-			return true
+		if s := firstSharded(k); s != nil {
+			return s
 		}
 	}
-	return false
+	return nil
 }
 
 // partitioned reports whether each row of the scope's FROM comes from one
@@ -766,7 +784,7 @@ func (a *analysis) colocate() error {
 			continue
 		}
 		if why := a.keepsSubTable(sc, root); why != "" {
-			return errorf("cross-shard subquery not supported: a subquery on sharded table %s %s", srcs[0].ref.rule.Table, why)
+			return errorf("cross-shard subquery not supported: a subquery on sharded table %s %s", firstSharded(sc).ref.rule.Table, why)
 		}
 	}
 	return nil
