@@ -2,6 +2,8 @@ package router
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
@@ -18,24 +20,29 @@ import (
 // before Columns: a shard key's name, when the statement names no unsharded
 // or global table).
 //
-// Equalities between columns tie sources together (tie): those of WHERE
-// and of ON (inner or outer join), the columns of JOIN ... USING and
-// NATURAL JOIN, a derived table's output column and the column it
-// selects, x IN (SELECT y ...), and the equalities of any subquery's WHERE
-// (correlation). Every sharded table must have its key in one tie class:
-// then each sub-table index holds every row a row of the statement can
-// meet, and running the statement on each index and concatenating is
-// exact.
+// Each scope ties columns by its own equalities (scope.uf): its WHERE
+// conjuncts, its ON conjuncts, the columns of JOIN ... USING and NATURAL
+// JOIN. The statement's own scope and derived tables, whose rows are
+// concatenated over the sub-tables, may tie by an outer join's ON (a row
+// either matches on the key or is NULL-extended, on its own sub-table). A
+// subquery expression (IN, EXISTS, scalar), evaluated once per outer row,
+// must see every row it would see on one server: its sharded tables must be
+// tied, by equalities that hold for each row it reads (WHERE, or ON without
+// outer joins), to a column of an outer scope that is itself tied to that
+// scope's shard key (correlation), or, for x IN (SELECT y ...), y = x when
+// the subquery keeps each row's sub-table. Within each scope every sharded
+// table (and each derived table holding sharded rows, by a column that
+// selects its key) must be in one class.
 //
-// Equalities that hold in every row the statement produces (val) are the
-// subset from WHERE conjuncts, inner-join ON (when the scope has no outer
-// join), positive IN and EXISTS, derived tables of such scopes; with the
-// constants of such conjuncts they fix the key: w_id = 1 AND c_w_id = w_id
+// A derived table that holds sharded rows must keep each row's sub-table:
+// no LIMIT, no window function, and aggregation only grouped by a column
+// of its key class.
+//
+// Equalities that hold in every row the statement produces (val: the
+// conjuncts of WHERE and inner-join ON of the scopes whose rows all
+// contribute, positive IN and EXISTS, derived tables of such scopes), with
+// the constants of such conjuncts, fix the key: w_id = 1 AND c_w_id = w_id
 // puts both tables on sub(1).
-//
-// A derived table or an uncorrelated IN subquery that holds sharded rows
-// must keep each row's sub-table: no LIMIT, no window function, and
-// aggregation only grouped by a column of the key class.
 
 // source is one table of a FROM.
 type source struct {
@@ -51,16 +58,33 @@ type source struct {
 	node  ast.ResultSetNode // its TableSource (or TableName) in the FROM
 }
 
+// scope kinds
+const (
+	scopeTop     = iota // the statement itself
+	scopeDerived        // a derived table
+	scopeExpr           // a subquery expression: IN, EXISTS, scalar
+)
+
 type scope struct {
+	kind   int
+	uf     unionFind // its equalities (see the package comment above)
 	parent *scope
 	sel    *ast.SelectStmt // nil: the UPDATE or DELETE
 	srcs   []*source
 	kids   []*scope
-	outer  bool      // the FROM has an outer join
-	value  bool      // its conjuncts hold for every row the statement produces
-	check  bool      // must keep each row's sub-table (derived, IN)
-	corr   []colNode // its columns tied to an outer scope's by its conjuncts
-	direct bool      // the statement's own WHERE scope (condOf reads it)
+	outer  bool // the FROM has an outer join
+	value  bool // its conjuncts hold for every row the statement produces
+	// out: a derived table's output columns and what they select.
+	out map[string]colNode
+	// in: x IN (SELECT y ...): y and x, tied when the subquery keeps
+	// each row's sub-table.
+	in [2]colNode
+	// hasIn: in is set.
+	hasIn bool
+	// key: a node of its key class; keyed: it has one.
+	key    colNode
+	keyed  bool
+	direct bool // the statement's own WHERE scope (condOf reads it)
 	// coalesced: the columns of JOIN ... USING and NATURAL JOIN, which an
 	// unqualified name names without ambiguity.
 	coalesced map[string]colNode
@@ -88,6 +112,11 @@ func (u unionFind) find(n colNode) colNode {
 }
 
 func (u unionFind) union(a, b colNode) {
+	for _, n := range []colNode{a, b} {
+		if _, ok := u[n]; !ok {
+			u[n] = n
+		}
+	}
 	ra, rb := u.find(a), u.find(b)
 	if ra != rb {
 		u[ra] = rb
@@ -107,23 +136,22 @@ type analysis struct {
 	b      *builder
 	cols   *Columns
 	top    *scope
-	tie    unionFind
 	val    unionFind
 	consts []constEq
 	srcOf  map[*tableRef]*source
 	byNode map[ast.ResultSetNode]*source
 	all    []*source
-	checks []*scope
-	plain  bool // no unsharded or global table: the key-name fallback applies
+	scopes []*scope // children before parents
+	plain  bool     // no unsharded or global table: the key-name fallback applies
 }
 
 // analyze builds the scopes of an UPDATE, DELETE or SELECT.
 func (b *builder) analyze(stmt ast.StmtNode) *analysis {
-	a := &analysis{b: b, cols: b.cols, tie: unionFind{}, val: unionFind{}, srcOf: map[*tableRef]*source{}, byNode: map[ast.ResultSetNode]*source{},
+	a := &analysis{b: b, cols: b.cols, val: unionFind{}, srcOf: map[*tableRef]*source{}, byNode: map[ast.ResultSetNode]*source{},
 		plain: len(b.plan.unsharded) == 0 && !b.globals}
 	switch st := stmt.(type) {
 	case *ast.SelectStmt:
-		a.top = a.selectScope(st, nil, true, false)
+		a.top = a.selectScope(st, nil, true, scopeTop)
 	case *ast.UpdateStmt:
 		a.top = a.dmlScope(st.TableRefs, st.Where, func(v ast.Visitor) {
 			for _, as := range st.List {
@@ -145,19 +173,16 @@ func (b *builder) analyze(stmt ast.StmtNode) *analysis {
 	return a
 }
 
-func (a *analysis) newScope(parent *scope, sel *ast.SelectStmt, value, check bool) *scope {
-	sc := &scope{parent: parent, sel: sel, value: value, check: check, done: map[ast.Node]bool{}}
+func (a *analysis) newScope(parent *scope, sel *ast.SelectStmt, value bool, kind int) *scope {
+	sc := &scope{kind: kind, uf: unionFind{}, parent: parent, sel: sel, value: value, done: map[ast.Node]bool{}}
 	if parent != nil {
 		parent.kids = append(parent.kids, sc)
-	}
-	if check {
-		a.checks = append(a.checks, sc)
 	}
 	return sc
 }
 
 func (a *analysis) dmlScope(from *ast.TableRefsClause, where ast.ExprNode, rest func(ast.Visitor)) *scope {
-	sc := a.newScope(nil, nil, true, false)
+	sc := a.newScope(nil, nil, true, scopeTop)
 	sc.direct = true
 	var j ast.ResultSetNode
 	if from != nil {
@@ -166,12 +191,13 @@ func (a *analysis) dmlScope(from *ast.TableRefsClause, where ast.ExprNode, rest 
 	a.fill(sc, j, where)
 	v := &subqueryFinder{a: a, sc: sc}
 	rest(v)
+	a.scopes = append(a.scopes, sc)
 	return sc
 }
 
-func (a *analysis) selectScope(sel *ast.SelectStmt, parent *scope, value, check bool) *scope {
-	sc := a.newScope(parent, sel, value, check)
-	sc.direct = parent == nil && !check
+func (a *analysis) selectScope(sel *ast.SelectStmt, parent *scope, value bool, kind int) *scope {
+	sc := a.newScope(parent, sel, value, kind)
+	sc.direct = kind == scopeTop
 	var j ast.ResultSetNode
 	if sel.From != nil {
 		j = sel.From.TableRefs
@@ -186,6 +212,7 @@ func (a *analysis) selectScope(sel *ast.SelectStmt, parent *scope, value, check 
 			n.Accept(v)
 		}
 	}
+	a.scopes = append(a.scopes, sc)
 	return sc
 }
 
@@ -267,15 +294,16 @@ func (a *analysis) fill(sc *scope, from ast.ResultSetNode, where ast.ExprNode) {
 	value := sc.value && !sc.outer
 	for _, d := range derived {
 		sel := d.sub.sel
-		d.sub = a.selectScope(sel, nil, value, true)
-		d.sub.parent = nil
+		d.sub = a.selectScope(sel, nil, value, scopeDerived)
 		sc.kids = append(sc.kids, d.sub)
 		a.derivedColumns(d)
 	}
+	// A subquery expression ties by ON only without outer joins.
+	tieOn := sc.kind != scopeExpr || !sc.outer
 	for _, j := range joins {
 		if j.On != nil {
 			for _, e := range conjuncts(j.On.Expr) {
-				a.conjunct(sc, e, value, false)
+				a.conjunct(sc, e, value, false, tieOn)
 			}
 			j.On.Expr.Accept(&subqueryFinder{a: a, sc: sc})
 		}
@@ -293,7 +321,9 @@ func (a *analysis) fill(sc *scope, from ast.ResultSetNode, where ast.ExprNode) {
 			l, lok := a.owner(j.Left, n, true)
 			r, rok := a.owner(j.Right, n, true)
 			if lok && rok {
-				a.tie.union(l, r)
+				if tieOn {
+					sc.uf.union(l, r)
+				}
 				if value {
 					a.val.union(l, r)
 				}
@@ -309,7 +339,7 @@ func (a *analysis) fill(sc *scope, from ast.ResultSetNode, where ast.ExprNode) {
 		}
 	}
 	for _, e := range conjuncts(where) {
-		a.conjunct(sc, e, sc.value, sc.direct)
+		a.conjunct(sc, e, sc.value, sc.direct, true)
 	}
 	if where != nil {
 		where.Accept(&subqueryFinder{a: a, sc: sc})
@@ -331,6 +361,7 @@ func (b *builder) refOf(tn *ast.TableName) *tableRef {
 func (a *analysis) derivedColumns(d *source) {
 	sel := d.sub.sel
 	d.out, d.known = map[string]bool{}, true
+	d.sub.out = map[string]colNode{}
 	if sel.Fields == nil {
 		d.known = false
 		return
@@ -352,7 +383,9 @@ func (a *analysis) derivedColumns(d *source) {
 		d.out[name] = true
 		if isCol {
 			if n, ok := a.resolve(d.sub, c.Name); ok {
-				a.tie.union(colNode{d, name}, n)
+				if _, dup := d.sub.out[name]; !dup {
+					d.sub.out[name] = n
+				}
 				a.val.union(colNode{d, name}, n)
 			}
 		}
@@ -570,10 +603,11 @@ func (a *analysis) keyOf(c *ast.ColumnName) *tableRef {
 
 // conjunct reads one conjunct of scope sc; value: it holds for every row
 // the statement produces; top: of the statement's own WHERE.
-func (a *analysis) conjunct(sc *scope, e ast.ExprNode, value, top bool) {
+// tie: its equalities tie the scope's columns.
+func (a *analysis) conjunct(sc *scope, e ast.ExprNode, value, top, tie bool) {
 	switch x := e.(type) {
 	case *ast.ParenthesesExpr:
-		a.conjunct(sc, x.Expr, value, top)
+		a.conjunct(sc, x.Expr, value, top, tie)
 	case *ast.BinaryOperationExpr:
 		if x.Op != opcode.EQ {
 			return
@@ -582,7 +616,7 @@ func (a *analysis) conjunct(sc *scope, e ast.ExprNode, value, top bool) {
 		r, rok := x.R.(*ast.ColumnNameExpr)
 		switch {
 		case lok && rok:
-			a.equal(sc, l.Name, r.Name, value)
+			a.equal(sc, l.Name, r.Name, value, tie)
 		case lok:
 			a.constant(sc, l.Name, value, top, x.R)
 		case rok:
@@ -603,12 +637,12 @@ func (a *analysis) conjunct(sc *scope, e ast.ExprNode, value, top bool) {
 				return
 			}
 			sc.done[sq] = true
-			child := a.selectScope(sel, sc, value, true)
+			child := a.selectScope(sel, sc, value, scopeExpr)
 			if sel.Fields != nil && len(sel.Fields.Fields) == 1 {
 				if f, ok := sel.Fields.Fields[0].Expr.(*ast.ColumnNameExpr); ok {
 					if in, ok := a.resolve(child, f.Name); ok {
 						if out, ok := a.resolve(sc, c.Name); ok {
-							a.tie.union(in, out)
+							child.in, child.hasIn = [2]colNode{in, out}, true
 							if value {
 								a.val.union(in, out)
 							}
@@ -629,25 +663,21 @@ func (a *analysis) conjunct(sc *scope, e ast.ExprNode, value, top bool) {
 			return
 		}
 		sc.done[sq] = true
-		a.selectScope(sel, sc, value && !x.Not, false)
+		a.selectScope(sel, sc, value && !x.Not, scopeExpr)
 	}
 }
 
-func (a *analysis) equal(sc *scope, l, r *ast.ColumnName, value bool) {
+func (a *analysis) equal(sc *scope, l, r *ast.ColumnName, value, tie bool) {
 	ln, lok := a.resolve(sc, l)
 	rn, rok := a.resolve(sc, r)
 	if !lok || !rok {
 		return
 	}
-	a.tie.union(ln, rn)
+	if tie {
+		sc.uf.union(ln, rn)
+	}
 	if value {
 		a.val.union(ln, rn)
-	}
-	if ln.src.sc != sc {
-		sc.corr = append(sc.corr, ln)
-	}
-	if rn.src.sc != sc {
-		sc.corr = append(sc.corr, rn)
 	}
 }
 
@@ -682,7 +712,7 @@ func (v *subqueryFinder) Enter(n ast.Node) (ast.Node, bool) {
 		if !v.sc.done[sq] {
 			v.sc.done[sq] = true
 			if sel, ok := sq.Query.(*ast.SelectStmt); ok {
-				v.a.selectScope(sel, v.sc, false, false)
+				v.a.selectScope(sel, v.sc, false, scopeExpr)
 			}
 		}
 		return n, true
@@ -747,57 +777,184 @@ func partitioned(sc *scope) bool {
 }
 
 // colocate checks that the sharded tables are co-located; nil when they
-// are.
+// are. Scopes are checked children first.
 func (a *analysis) colocate() error {
 	srcs := a.sharded()
 	if len(srcs) == 0 {
 		return nil
 	}
-	nested := false
-	for _, s := range srcs {
-		if s.sc != a.top {
-			nested = true
-		}
-	}
-	if nested && !partitioned(a.top) {
+	if !partitioned(a.top) {
 		for _, s := range srcs {
 			if s.sc != a.top {
 				return errorf("sharded table %s in a subquery is not supported", s.ref.rule.Table)
 			}
 		}
 	}
-	root := a.tie.find(srcs[0].key())
-	for _, s := range srcs[1:] {
-		if a.tie.find(s.key()) == root {
-			continue
+	for _, sc := range a.scopes {
+		if err := a.colocateScope(sc); err != nil {
+			return err
 		}
-		f := srcs[0]
-		if s.sc == a.top && f.sc == a.top {
-			return errorf("cross-shard join not supported: %s and %s are not joined on their shard keys (%s.%s = %s.%s)",
-				f.ref.rule.Table, s.ref.rule.Table, f.label(), f.ref.rule.Key, s.label(), s.ref.rule.Key)
-		}
-		return errorf("cross-shard subquery not supported: sharded table %s in a subquery is not tied to %s by equalities on their shard keys (%s.%s = %s.%s)",
-			s.ref.rule.Table, f.ref.rule.Table, s.label(), s.ref.rule.Key, f.label(), f.ref.rule.Key)
 	}
-	for _, sc := range a.checks {
-		if !holdsSharded(sc) {
-			continue
-		}
-		if why := a.keepsSubTable(sc, root); why != "" {
-			return errorf("cross-shard subquery not supported: a subquery on sharded table %s %s", firstSharded(sc).ref.rule.Table, why)
+	for _, sc := range a.scopes {
+		if err := a.anchor(sc); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// keepsSubTable says why a derived table or IN subquery may mix rows of
-// several sub-tables ("" when it does not).
-func (a *analysis) keepsSubTable(sc *scope, root colNode) string {
-	for _, n := range sc.corr {
-		if a.tie.find(n) == root {
-			return "" // it reads only the rows tied to an outer row
+// keyNodes are a scope's sources holding sharded rows, each with the nodes
+// that stand for its key (a derived table's: its columns that select a
+// column of its key class; none when it shows none).
+func (a *analysis) keyNodes(sc *scope) (srcs []*source, keys [][]colNode) {
+	for _, s := range sc.srcs {
+		switch {
+		case s.ref != nil && s.ref.rule != nil && !s.ref.rule.Global:
+			srcs, keys = append(srcs, s), append(keys, []colNode{s.key()})
+		case s.sub != nil && s.sub.sel != nil && holdsSharded(s.sub) && partitioned(s.sub):
+			var ks []colNode
+			if d := s.sub; d.keyed {
+				for name, n := range d.out {
+					if d.uf.find(n) == d.uf.find(d.key) {
+						ks = append(ks, colNode{s, name})
+					}
+				}
+				slices.SortFunc(ks, func(x, y colNode) int { return strings.Compare(x.name, y.name) })
+			}
+			srcs, keys = append(srcs, s), append(keys, ks)
 		}
 	}
+	return srcs, keys
+}
+
+func (a *analysis) colocateScope(sc *scope) error {
+	if sc.kind == scopeExpr && sc.hasIn && a.keepsSubTable(sc) == "" {
+		sc.uf.union(sc.in[0], sc.in[1])
+	}
+	srcs, keys := a.keyNodes(sc)
+	if len(srcs) == 0 {
+		return nil
+	}
+	// The class: the first source's key.
+	first := -1
+	for i := range srcs {
+		if len(keys[i]) > 0 {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		if len(srcs) > 1 || sc.kind == scopeExpr {
+			return errorf("cross-shard subquery not supported: a derived table on sharded table %s does not select its shard key",
+				firstSharded(srcs[0].sub).ref.rule.Table)
+		}
+		return nil
+	}
+	root := sc.uf.find(keys[first][0])
+	sc.key, sc.keyed = keys[first][0], true
+	for i, s := range srcs {
+		if len(keys[i]) == 0 {
+			return errorf("cross-shard join not supported: a derived table on sharded table %s does not select its shard key, "+
+				"which the join with %s needs", firstSharded(s.sub).ref.rule.Table, srcs[first].tableName())
+		}
+		if !slices.ContainsFunc(keys[i], func(n colNode) bool { return sc.uf.find(n) == root }) {
+			err := a.notJoined(srcs[first], s)
+			if sc.kind == scopeExpr && sc.outer {
+				err.Msg += " (inside a subquery with an outer join only WHERE equalities tie tables)"
+			}
+			return err
+		}
+	}
+	if sc.kind == scopeDerived {
+		if why := a.keepsSubTable(sc); why != "" {
+			return errorf("cross-shard subquery not supported: a derived table on sharded table %s %s", firstSharded(sc).ref.rule.Table, why)
+		}
+	}
+	return nil
+}
+
+// anchor checks that a subquery expression's sharded tables are tied to
+// an outer scope's key.
+func (a *analysis) anchor(sc *scope) error {
+	if sc.kind != scopeExpr || !sc.keyed {
+		return nil
+	}
+	srcs, keys := a.keyNodes(sc)
+	first := slices.IndexFunc(keys, func(k []colNode) bool { return len(k) > 0 })
+	if !a.anchored(sc, sc.uf.find(sc.key)) {
+		if sc.hasIn {
+			if why := a.keepsSubTable(sc); why != "" {
+				return errorf("cross-shard subquery not supported: an IN subquery on sharded table %s %s", srcs[first].tableName(), why)
+			}
+		}
+		s := srcs[first]
+		what := "sharded table " + s.name
+		if s.ref != nil {
+			what = "sharded table " + s.ref.rule.Table
+		} else if f := firstSharded(s.sub); f != nil {
+			what = "sharded table " + f.ref.rule.Table
+		}
+		return errorf("cross-shard subquery not supported: %s in a subquery is not tied to the outer statement's shard key "+
+			"(by an equality in the subquery's WHERE, %s = outer key, or by key IN (SELECT %s ...))", what, keyName(keys[first][0]), keyName(keys[first][0]))
+	}
+	return nil
+}
+
+func keyName(n colNode) string { return n.src.label() + "." + n.name }
+
+func (s *source) tableName() string {
+	if s.ref != nil {
+		return s.ref.rule.Table
+	}
+	if fs := firstSharded(s.sub); fs != nil {
+		return fs.ref.rule.Table
+	}
+	return s.name
+}
+
+func (a *analysis) notJoined(f, s *source) *Error {
+	name := func(x *source) (string, string) {
+		if x.ref != nil {
+			return x.ref.rule.Table, x.ref.rule.Key
+		}
+		t := x.name
+		if fs := firstSharded(x.sub); fs != nil {
+			t = fs.ref.rule.Table
+		}
+		return t, "?"
+	}
+	ft, fk := name(f)
+	st, sk := name(s)
+	return errorf("cross-shard join not supported: %s and %s are not joined on their shard keys (%s.%s = %s.%s)",
+		ft, st, f.label(), fk, s.label(), sk)
+}
+
+// anchored reports whether class root of scope sc holds a column of an
+// outer scope that is tied to that scope's key.
+func (a *analysis) anchored(sc *scope, root colNode) bool {
+	for n := range sc.uf {
+		if n.src.sc == sc || sc.uf.find(n) != root {
+			continue
+		}
+		if a.tiedToKey(n.src.sc, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// tiedToKey reports whether column n of scope sc is in its key class, or
+// in a class of sc anchored further out.
+func (a *analysis) tiedToKey(sc *scope, n colNode) bool {
+	if sc.keyed && sc.uf.find(n) == sc.uf.find(sc.key) {
+		return true
+	}
+	return sc.kind == scopeExpr && a.anchored(sc, sc.uf.find(n))
+}
+
+// keepsSubTable says why a derived table or IN subquery may mix rows of
+// several sub-tables ("" when it does not).
+func (a *analysis) keepsSubTable(sc *scope) string {
 	sel := sc.sel
 	if sel.Limit != nil {
 		return "has LIMIT: each sub-table would apply it to its own rows"
@@ -811,7 +968,7 @@ func (a *analysis) keepsSubTable(sc *scope, root colNode) string {
 			}
 		}
 		if v.found != "" {
-			if len(v.found) > 6 && v.found[:6] == "window" {
+			if strings.HasPrefix(v.found, "window") {
 				return fmt.Sprintf("uses %s over rows of every sub-table", v.found)
 			}
 			agg = true
@@ -820,11 +977,22 @@ func (a *analysis) keepsSubTable(sc *scope, root colNode) string {
 	if !agg {
 		return ""
 	}
-	if sel.GroupBy != nil {
+	srcs, keys := a.keyNodes(sc)
+	if sel.GroupBy != nil && len(srcs) > 0 {
 		for _, it := range sel.GroupBy.Items {
-			if c, ok := it.Expr.(*ast.ColumnNameExpr); ok {
-				if n, ok := a.resolve(sc, c.Name); ok && a.tie.find(n) == root {
-					return ""
+			c, ok := it.Expr.(*ast.ColumnNameExpr)
+			if !ok {
+				continue
+			}
+			n, ok := a.resolve(sc, c.Name)
+			if !ok {
+				continue
+			}
+			for _, ks := range keys {
+				for _, k := range ks {
+					if sc.uf.find(n) == sc.uf.find(k) {
+						return ""
+					}
 				}
 			}
 		}
