@@ -284,3 +284,26 @@ func TestSetColumnsConcurrent(t *testing.T) {
 		t.Fatalf("after the last SetColumns: %v %v", rt, err)
 	}
 }
+
+// BenchmarkRouteColocatedJoinHit is BenchmarkRoutePointSelectHit for the
+// TPC-C join of customer1 and warehouse1 by an unqualified equality, with
+// Columns.
+func BenchmarkRouteColocatedJoinHit(b *testing.B) {
+	s := tpccSchema(b, true)
+	p := NewParser()
+	const q = "SELECT c_discount, c_last, c_credit, w_tax FROM customer1, warehouse1 WHERE w_id = 3 AND c_w_id = w_id AND c_d_id = 5 AND c_id = 7"
+	if _, _, err := s.Plan(p, q, "tpcc", KindSelect); err != nil {
+		b.Fatal(err)
+	}
+	var rt Routing
+	b.ReportAllocs()
+	for b.Loop() {
+		pl, lits, err := s.Plan(p, q, "tpcc", KindSelect)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pl.BindTo(&rt, lits, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -266,10 +266,14 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	if _, ins := stmt.(*ast.InsertStmt); !ins && (len(b.refs) > 1 || sharded[0].subquery) {
 		b.an = b.analyze(stmt)
 	}
-	for _, r := range sharded {
-		if r.subquery && (b.an == nil || b.an.srcOf[r] == nil) {
+	for _, r := range b.refs {
+		// A sharded table in a subquery must be one the analysis placed
+		// (not in a UNION, a CTE, an INSERT's SELECT), repeats included.
+		if r.subquery && r.rule != nil && !r.rule.Global && (b.an == nil || b.an.srcOf[r] == nil) {
 			return nil, errorf("sharded table %s in a subquery is not supported", r.rule.Table)
 		}
+	}
+	for _, r := range sharded {
 		i := slices.Index(pl.tables, r.rule)
 		if i < 0 {
 			i = len(pl.tables)
