@@ -77,8 +77,11 @@ func TestResolveColumns(t *testing.T) {
 		{withCols, "SELECT 1 FROM item2 JOIN item ON 1", map[string]string{"i_id": "", "i_name": ""}},
 		// derived tables own their output columns
 		{withCols, "SELECT 1 FROM (SELECT o_w_id AS k, o_id FROM orders1) d, warehouse1", map[string]string{"k": "d", "o_id": "d", "w_id": "warehouse1", "o_w_id": ""}},
-		// SELECT * leaves the derived columns unknown: only the key-name rule
-		{withCols, "SELECT 1 FROM (SELECT * FROM orders1) d, warehouse1", map[string]string{"w_id": "warehouse1", "w_tax": "", "d.o_w_id": "d"}},
+		// SELECT * has the columns of its tables
+		{withCols, "SELECT 1 FROM (SELECT * FROM orders1) d, warehouse1", map[string]string{"w_id": "warehouse1", "w_tax": "warehouse1", "o_w_id": "d"}},
+		{withCols, "SELECT 1 FROM (SELECT o.*, w_tax FROM orders1 o, warehouse1) d, district1", map[string]string{"o_w_id": "d", "w_tax": "d", "w_name": "", "d_w_id": "district1"}},
+		// ... unknown without Columns: only the key-name rule
+		{noCols, "SELECT 1 FROM (SELECT * FROM orders1) d, warehouse1", map[string]string{"w_id": "warehouse1", "w_tax": "", "d.o_w_id": "d"}},
 		// without Columns: only a shard key's name, with no unsharded or global table
 		{noCols, "SELECT 1 FROM customer1, warehouse1", map[string]string{"c_w_id": "customer1", "w_id": "warehouse1", "c_last": "", "c.c_w_id": ""}},
 		{noCols, "SELECT 1 FROM stock1 JOIN item ON 1", map[string]string{"s_w_id": "", "i_id": ""}},

@@ -368,7 +368,34 @@ func (a *analysis) derivedColumns(d *source) {
 	}
 	for _, f := range sel.Fields.Fields {
 		if f.WildCard != nil {
-			d.known = false
+			// * and t.*: the columns of the sources, when known.
+			for _, src := range d.sub.srcs {
+				w := f.WildCard
+				switch {
+				case w.Table.L == "":
+				case src.aliased && w.Table.L == src.name && w.Schema.L == "":
+				case !src.aliased && w.Table.L == src.name && (w.Schema.L == "" || w.Schema.L == src.db):
+				default:
+					continue
+				}
+				names, ok := a.columnsOf(src)
+				if !ok {
+					d.known = false
+					continue
+				}
+				for _, name := range names {
+					if d.out[name] {
+						continue
+					}
+					d.out[name] = true
+					n := colNode{src, name}
+					if c, ok := d.sub.coalesced[name]; ok {
+						n = c
+					}
+					d.sub.out[name] = n
+					a.val.union(colNode{d, name}, n)
+				}
+			}
 			continue
 		}
 		name := f.AsName.L
@@ -390,6 +417,29 @@ func (a *analysis) derivedColumns(d *source) {
 			}
 		}
 	}
+}
+
+// columnsOf lists a source's columns (ok false: unknown).
+func (a *analysis) columnsOf(src *source) ([]string, bool) {
+	if src.sub != nil || src.out != nil {
+		if !src.known {
+			return nil, false
+		}
+		names := make([]string, 0, len(src.out))
+		for n := range src.out {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return names, true
+	}
+	if src.ref == nil {
+		return nil, false
+	}
+	tc := a.cols.table(src.db, src.ref.name)
+	if tc == nil {
+		return nil, false
+	}
+	return tc.names, true
 }
 
 // owns says whether src has column name: yes, no, or unknown.
