@@ -310,3 +310,29 @@ func BenchmarkRouteColocatedJoinHit(b *testing.B) {
 		}
 	}
 }
+
+// TestInsertNoColumnListSequence: without a column list, the sequence's
+// column is found among the table's columns like the key.
+func TestInsertNoColumnListSequence(t *testing.T) {
+	s := testSchema(t)
+	s.SetColumns(NewColumns(map[TableID][]string{{"kingshard", "acct_log"}: {"id", "acct_id", "msg"}}))
+	p := NewParser()
+	pl, lits, err := s.Plan(p, "INSERT INTO acct_log VALUES (NULL, 3, 'a'), (0, 4, 'b'), (77, 5, 'c')", "kingshard", KindInsert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq, n := pl.Sequence(lits)
+	if sq == nil || n != 2 {
+		t.Fatalf("sequence %v, %d ids, want 2", sq, n)
+	}
+	rt, err := pl.Bind(pl.WithIDs(lits, 1001), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rt.String()
+	for _, want := range []string{"(`id`,`acct_id`,`msg`) VALUES (1001,3,'a')", "VALUES (1002,4,'b')", "VALUES (77,5,'c')"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("routing lacks %q:\n%s", want, got)
+		}
+	}
+}
