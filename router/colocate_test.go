@@ -87,6 +87,7 @@ func TestResolveColumns(t *testing.T) {
 		{noCols, "SELECT 1 FROM stock1 JOIN item ON 1", map[string]string{"s_w_id": "", "i_id": ""}},
 		{noCols, "SELECT 1 FROM customer1 JOIN note ON 1", map[string]string{"c_w_id": "", "n_w_id": ""}},
 		{noCols, "SELECT 1 FROM stock1 JOIN stock_log USING (s_w_id)", map[string]string{"s_w_id": "stock1"}},
+		{noCols, "SELECT 1 FROM stock1, stock_log", map[string]string{"s_w_id": ""}}, // the key of two tables
 	}
 	for _, c := range cases {
 		a := analyzeFor(t, c.s, c.sql)

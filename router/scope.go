@@ -624,10 +624,17 @@ func (a *analysis) resolve(sc *scope, c *ast.ColumnName) (colNode, bool) {
 			if !a.plain {
 				return colNode{}, false
 			}
+			var key *source
 			for _, src := range s.srcs {
 				if src.ref != nil && src.ref.rule != nil && !src.ref.rule.Global && src.ref.rule.Key == name {
-					return colNode{src, name}, true
+					if key != nil {
+						return colNode{}, false // the key of two tables
+					}
+					key = src
 				}
+			}
+			if key != nil {
+				return colNode{key, name}, true
 			}
 			if n > 0 {
 				return colNode{}, false
