@@ -49,6 +49,23 @@ func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
 	// INSERT ... SET k = v arrives as columns and one row; it is rewritten
 	// in the VALUES form.
 	st.Setlist = false
+	if len(st.Columns) == 0 {
+		// No column list: the table's own columns, in order, when keyshard
+		// knows them; the rewritten statement names them.
+		tc := b.cols.table(t.DB, t.Table)
+		if tc == nil {
+			return errorf("INSERT into sharded table %s must name its columns (the shard key %s among them): "+
+				"keyshard does not know the table's columns yet", t.Table, t.Key)
+		}
+		for _, row := range st.Lists {
+			if len(row) != len(tc.names) {
+				return errorf("INSERT into %s: column count doesn't match value count", t.Table)
+			}
+		}
+		for _, n := range tc.names {
+			st.Columns = append(st.Columns, &ast.ColumnName{Name: ast.NewCIStr(n)})
+		}
+	}
 	var slots []seqSlot
 	if sq := t.Seq; sq != nil && len(st.Columns) > 0 {
 		// The rows that omit the sequence's column, or give it NULL,

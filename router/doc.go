@@ -9,6 +9,13 @@
 // literals without allocation. kinds.go holds the statement kind tables
 // (routed, read-only, writing, connection-bound) every caller asks.
 //
+// Statements that name several sharded tables (joins in any syntax,
+// derived tables, IN and EXISTS subqueries) are routed when their rules
+// place equal keys together and equalities tie the tables' keys (scope.go);
+// the columns of the tables, which keyshard learns from the backends and
+// hands over with Schema.SetColumns, tell which table an unqualified column
+// belongs to.
+//
 // router does no I/O and never imports backend or proxy; the TiDB parser is
 // not goroutine-safe, so each session owns a Parser.
 package router

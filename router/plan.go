@@ -130,14 +130,15 @@ func (s *Schema) PlanShape(p *Parser, sh Shape, sql, db string, kind Kind) (*Pla
 		return pl, nil, err
 	}
 	kb, lits := sh.Key, sh.Lits
-	if pl := s.cache.get(kb); pl != nil {
+	st := s.state.Load()
+	if pl := st.cache.get(kb); pl != nil {
 		return pl, lits, nil
 	}
 	key := string(kb)
 	shape := key[len(db)+1:]
-	pl, err := s.build(p, shape, db, kind, true, len(lits))
+	pl, err := s.buildWith(st.cols, p, shape, db, kind, true, len(lits))
 	if err == nil {
-		s.cache.put(key, pl)
+		st.cache.put(key, pl)
 		return pl, lits, nil
 	}
 	// The shape may not parse where the grammar wants a literal, or the
@@ -151,13 +152,13 @@ func (s *Schema) PlanShape(p *Parser, sh Shape, sql, db string, kind Kind) (*Pla
 		}
 	}
 	if len(params) > 0 {
-		pl, err2 := s.build(p, sql, db, kind, true, len(params))
+		pl, err2 := s.buildWith(st.cols, p, sql, db, kind, true, len(params))
 		if err2 != nil {
 			return nil, nil, err2
 		}
 		return pl, params, nil
 	}
-	pl, err2 := s.build(p, sql, db, kind, false, 0)
+	pl, err2 := s.buildWith(st.cols, p, sql, db, kind, false, 0)
 	if err2 != nil {
 		return nil, nil, err2
 	}
@@ -167,6 +168,11 @@ func (s *Schema) PlanShape(p *Parser, sh Shape, sql, db string, kind Kind) (*Pla
 // build parses text (a shape with ? parameters when params) and plans it.
 // nlits is the number of literals Normalize took out of the shape.
 func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool, nlits int) (*Plan, error) {
+	return s.buildWith(s.state.Load().cols, p, text, db, kind, params, nlits)
+}
+
+// buildWith is build with the Columns snapshot cols.
+func (s *Schema) buildWith(cols *Columns, p *Parser, text, db string, kind Kind, params bool, nlits int) (*Plan, error) {
 	stmts, err := p.Parse(text)
 	if err != nil || len(stmts) != 1 {
 		if params {
@@ -193,7 +199,7 @@ func (s *Schema) build(p *Parser, text, db string, kind Kind, params bool, nlits
 		// comment it skips, say): binding by order would be wrong.
 		return nil, errors.New("parameters do not line up with the literals")
 	}
-	b := &builder{s: s, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default}}
+	b := &builder{s: s, cols: cols, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default}}
 	if params {
 		b.base = nlits
 	}
@@ -212,6 +218,8 @@ type tableRef struct {
 
 type builder struct {
 	s       *Schema
+	cols    *Columns  // the tables' columns (nil: none known)
+	an      *analysis // scopes and equalities of a statement of several tables; nil: one table
 	db      string
 	plan    *Plan
 	refs    []*tableRef
@@ -255,10 +263,17 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	}
 	pl := b.plan
 	pl.Kind = PlanSharded
-	for _, r := range sharded {
-		if r.subquery {
+	if _, ins := stmt.(*ast.InsertStmt); !ins && (len(b.refs) > 1 || sharded[0].subquery) {
+		b.an = b.analyze(stmt)
+	}
+	for _, r := range b.refs {
+		// A sharded table in a subquery must be one the analysis placed
+		// (not in a UNION, a CTE, an INSERT's SELECT), repeats included.
+		if r.subquery && r.rule != nil && !r.rule.Global && (b.an == nil || b.an.srcOf[r] == nil) {
 			return nil, errorf("sharded table %s in a subquery is not supported", r.rule.Table)
 		}
+	}
+	for _, r := range sharded {
 		i := slices.Index(pl.tables, r.rule)
 		if i < 0 {
 			i = len(pl.tables)
@@ -272,12 +287,15 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		}
 	}
 	for _, t := range pl.tables[1:] {
-		if !pl.tables[0].sameLayout(t) {
-			return nil, errorf("cross-shard join not supported: %s and %s are sharded differently", pl.tables[0].Table, t.Table)
+		if why := pl.tables[0].differ(t); why != "" {
+			return nil, errorf("cross-shard join not supported: %s (%s) and %s (%s) do not place equal keys together: %s",
+				pl.tables[0].Table, pl.tables[0].layout(), t.Table, t.layout(), why)
 		}
 	}
-	if err := b.checkColocated(stmt, sharded); err != nil {
-		return nil, err
+	if b.an != nil {
+		if err := b.an.colocate(); err != nil {
+			return nil, err
+		}
 	}
 
 	var where ast.ExprNode
@@ -312,6 +330,15 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	}
 	if where != nil {
 		pl.cond = b.condOf(where)
+	}
+	if b.an != nil {
+		for _, c := range b.an.narrow() {
+			if pl.cond == nil {
+				pl.cond = c
+			} else {
+				pl.cond = &cond{op: condAnd, kids: []*cond{pl.cond, c}}
+			}
+		}
 	}
 	if sel, ok := stmt.(*ast.SelectStmt); ok {
 		b.aliases = nameFields(sel, params)
@@ -456,6 +483,9 @@ func (b *builder) keyColumn(c *ast.ColumnName) *tableRef {
 	if c == nil {
 		return nil
 	}
+	if b.an != nil {
+		return b.an.keyOf(c)
+	}
 	var found *tableRef
 	for _, r := range b.refs {
 		if r.rule == nil || c.Name.L != r.rule.Key {
@@ -483,79 +513,6 @@ func (b *builder) keyColumn(c *ast.ColumnName) *tableRef {
 	}
 	return found
 }
-
-// checkColocated requires that several sharded tables are joined on their
-// shard keys, so each sub-table index holds matching rows.
-func (b *builder) checkColocated(stmt ast.StmtNode, sharded []*tableRef) error {
-	if len(sharded) < 2 {
-		return nil
-	}
-	parent := make([]int, len(sharded))
-	for i := range parent {
-		parent[i] = i
-	}
-	find := func(i int) int {
-		for parent[i] != i {
-			i = parent[i]
-		}
-		return i
-	}
-	idx := func(r *tableRef) int { return slices.Index(sharded, r) }
-	var conds []ast.ExprNode
-	ast.Node(stmt).Accept(&onCollector{out: &conds})
-	switch st := stmt.(type) {
-	case *ast.SelectStmt:
-		conds = append(conds, st.Where)
-	case *ast.UpdateStmt:
-		conds = append(conds, st.Where)
-	case *ast.DeleteStmt:
-		conds = append(conds, st.Where)
-	}
-	for _, c := range conds {
-		for _, e := range conjuncts(c) {
-			be, ok := e.(*ast.BinaryOperationExpr)
-			if !ok || be.Op != opcode.EQ {
-				continue
-			}
-			l, lok := be.L.(*ast.ColumnNameExpr)
-			r, rok := be.R.(*ast.ColumnNameExpr)
-			if !lok || !rok || l.Name.Table.L == "" || r.Name.Table.L == "" {
-				continue
-			}
-			a, c := b.keyColumn(l.Name), b.keyColumn(r.Name)
-			if a == nil || c == nil {
-				continue
-			}
-			if i, j := idx(a), idx(c); i >= 0 && j >= 0 {
-				parent[find(i)] = find(j)
-			}
-		}
-	}
-	for i := 1; i < len(sharded); i++ {
-		if find(i) != find(0) {
-			return errorf("cross-shard join not supported: %s and %s are not joined on their shard keys (%s.%s = %s.%s)",
-				sharded[0].rule.Table, sharded[i].rule.Table, refName(sharded[0]), sharded[0].rule.Key, refName(sharded[i]), sharded[i].rule.Key)
-		}
-	}
-	return nil
-}
-
-func refName(r *tableRef) string {
-	if r.alias != "" {
-		return r.alias
-	}
-	return r.name
-}
-
-type onCollector struct{ out *[]ast.ExprNode }
-
-func (v *onCollector) Enter(n ast.Node) (ast.Node, bool) {
-	if j, ok := n.(*ast.Join); ok && j.On != nil {
-		*v.out = append(*v.out, j.On.Expr)
-	}
-	return n, false
-}
-func (v *onCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 func conjuncts(e ast.ExprNode) []ast.ExprNode {
 	if e == nil {

@@ -42,6 +42,55 @@ func testSchema(t testing.TB) *Schema {
 	return s
 }
 
+// tpccColumns are the columns of the TPC-C-style schema of tpccSchema.
+var tpccColumns = map[string][]string{
+	"warehouse1":  {"w_id", "w_name", "w_tax", "w_ytd"},
+	"district1":   {"d_id", "d_w_id", "d_name", "d_tax", "d_ytd", "d_next_o_id"},
+	"customer1":   {"c_id", "c_d_id", "c_w_id", "c_last", "c_credit", "c_discount", "c_balance"},
+	"stock1":      {"s_i_id", "s_w_id", "s_quantity"},
+	"orders1":     {"o_id", "o_d_id", "o_w_id", "o_c_id", "o_entry_d"},
+	"new_orders1": {"no_o_id", "no_d_id", "no_w_id"},
+	"order_line1": {"ol_o_id", "ol_d_id", "ol_w_id", "ol_number", "ol_i_id", "ol_amount"},
+	"history1":    {"h_c_id", "h_c_d_id", "h_c_w_id", "h_d_id", "h_w_id", "h_amount"},
+	"item":        {"i_id", "i_name", "i_price"},
+	"item2":       {"i_id", "i_name", "i_price"},
+	"stock_log":   {"s_w_id", "s_i_id", "qty"},
+	"cust8":       {"c_w_id", "c_id", "c_note"},
+	"note":        {"n_w_id", "n_text"},
+}
+
+// tpccSchema is a TPC-C-style schema sharded by warehouse: every table's
+// rule is hash over node1, node2 with 2 sub-tables each (4 in all), but for
+// item (global), item2 (range), cust8 (hash, 8 sub-tables) and note
+// (unsharded). withCols: the router knows every table's columns.
+func tpccSchema(t testing.TB, withCols bool) *Schema {
+	t.Helper()
+	nodes := []string{"node1", "node2"}
+	hash := shard.Config{Type: "hash", Nodes: 2, Locations: []int{2, 2}}
+	var tables []TableConfig
+	for _, tk := range [][2]string{{"warehouse1", "w_id"}, {"district1", "d_w_id"}, {"customer1", "c_w_id"}, {"stock1", "s_w_id"},
+		{"orders1", "o_w_id"}, {"new_orders1", "no_w_id"}, {"order_line1", "ol_w_id"}, {"history1", "h_w_id"}, {"stock_log", "s_w_id"}} {
+		tables = append(tables, TableConfig{DB: "tpcc", Table: tk[0], Key: tk[1], Nodes: nodes, Shard: hash})
+	}
+	tables = append(tables,
+		TableConfig{DB: "tpcc", Table: "item", Nodes: nodes, Shard: shard.Config{Type: "global", Nodes: 2}},
+		TableConfig{DB: "tpcc", Table: "item2", Key: "i_id", Nodes: nodes, Shard: shard.Config{Type: "range", Nodes: 2, Locations: []int{2, 2}, TableRowLimit: 1000}},
+		TableConfig{DB: "tpcc", Table: "cust8", Key: "c_w_id", Nodes: nodes, Shard: shard.Config{Type: "hash", Nodes: 2, Locations: []int{4, 4}}},
+	)
+	s, err := NewSchema(SchemaConfig{Default: "node1", Nodes: nodes, Tables: tables}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withCols {
+		m := map[TableID][]string{}
+		for tb, cols := range tpccColumns {
+			m[TableID{"tpcc", tb}] = cols
+		}
+		s.SetColumns(NewColumns(m))
+	}
+	return s
+}
+
 type planCase struct {
 	Comment string      `json:"comment,omitempty"`
 	DB      string      `json:"db,omitempty"`
@@ -76,6 +125,12 @@ func TestPlanGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := testSchema(t)
+			switch {
+			case strings.HasPrefix(filepath.Base(f), "tpcc_nocols"):
+				s = tpccSchema(t, false)
+			case strings.HasPrefix(filepath.Base(f), "tpcc"):
+				s = tpccSchema(t, true)
+			}
 			p := NewParser()
 			for i := range cases {
 				c := &cases[i]
@@ -108,6 +163,9 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 	db := c.DB
 	if db == "" {
 		db = "kingshard"
+		if _, ok := s.tables["tpcc.warehouse1"]; ok {
+			db = "tpcc"
+		}
 	}
 	info := Classify(c.Query)
 	pl, lits, err := s.Plan(p, c.Query, db, info.Kind)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/keyshard/keyshard/router/shard"
 )
@@ -62,18 +63,22 @@ func (t *TableRule) SubTableName(i int) string { return t.subNames[i] }
 // NodeOf returns the node holding sub-table i.
 func (t *TableRule) NodeOf(i int) string { return t.Nodes[t.subs[i].Node] }
 
-// sameLayout reports whether two rules place every key on the same
-// sub-table index and node, so that a join on their keys is co-located.
-func (t *TableRule) sameLayout(u *TableRule) bool {
-	if t.Rule.Type() != u.Rule.Type() || len(t.subs) != len(u.subs) || !slices.Equal(t.Nodes, u.Nodes) {
-		return false
+// differ says why a join on the keys of t and u is not co-located ("" when
+// it is): the rules must place every key on the same sub-table index and
+// node (shard.Differ), over the same node names.
+func (t *TableRule) differ(u *TableRule) string {
+	if !slices.Equal(t.Nodes, u.Nodes) {
+		return "nodes " + strings.Join(t.Nodes, ",") + " and " + strings.Join(u.Nodes, ",")
 	}
-	for i := range t.subs {
-		if t.subs[i] != u.subs[i] {
-			return false
-		}
-	}
-	return true
+	return shard.Differ(t.Rule, u.Rule)
+}
+
+// layout describes t's rule for messages: "hash over node1,node2, 8
+// sub-tables".
+func (t *TableRule) layout() string {
+	d := shard.Describe(t.Rule)
+	typ, rest, _ := strings.Cut(d, ", ")
+	return typ + " over " + strings.Join(t.Nodes, ",") + ", " + rest
 }
 
 // Schema is the compiled routing configuration of one schema. Immutable:
@@ -83,7 +88,10 @@ type Schema struct {
 	Nodes   []string
 	tables  map[string]*TableRule // "db.table", lower case
 	names   map[string]bool       // bare table names, lower case, for the lexical check
-	cache   *planCache
+	// state is the Columns snapshot and the plan cache built with it:
+	// swapped together, so that no plan built with one snapshot is cached
+	// with another.
+	state atomic.Pointer[planState]
 }
 
 // NewSchema compiles a schema's shard rules.
@@ -113,7 +121,7 @@ func NewSchema(c SchemaConfig, cacheSize int) (*Schema, error) {
 		s.tables[key] = t
 		s.names[t.Table] = true
 	}
-	s.cache = newPlanCache(cacheSize)
+	s.state.Store(&planState{cache: newPlanCache(cacheSize)})
 	return s, nil
 }
 
@@ -140,7 +148,7 @@ func (s *Schema) Rules() []*TableRule {
 }
 
 // CacheStats returns the plan cache counters.
-func (s *Schema) CacheStats() CacheStats { return s.cache.stats() }
+func (s *Schema) CacheStats() CacheStats { return s.state.Load().cache.stats() }
 
 // MentionsSharded returns the first identifier of sql that names a sharded
 // table ("" if none): the conservative check for statements keyshard does

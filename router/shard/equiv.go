@@ -1,0 +1,68 @@
+package shard
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Differ says why rules a and b may place one key on different sub-table
+// indexes or nodes ("" when they never do): two rules are co-located when
+// they have the same type, the same sub-tables on the same node indexes
+// (so the same counts per node) and the same type-specific settings (a
+// range rule's rows per sub-table, a list rule's values, a date rule's
+// periods and time zone). Table names and key names do not matter. The
+// caller compares the node names themselves.
+func Differ(a, b Rule) string {
+	if a.Type() != b.Type() {
+		return fmt.Sprintf("types %s and %s", a.Type(), b.Type())
+	}
+	ta, tb := a.Tables(), b.Tables()
+	if len(ta) != len(tb) {
+		return fmt.Sprintf("%d and %d sub-tables", len(ta), len(tb))
+	}
+	for i := range ta {
+		if ta[i].Node != tb[i].Node {
+			return fmt.Sprintf("sub-table %d is on node %d and on node %d", i, ta[i].Node, tb[i].Node)
+		}
+		if ta[i].Suffix != tb[i].Suffix {
+			return fmt.Sprintf("sub-table %d is %s and %s", i, ta[i].Suffix, tb[i].Suffix)
+		}
+	}
+	switch x := a.(type) {
+	case *rangeRule:
+		y := b.(*rangeRule)
+		if x.limit != y.limit {
+			return fmt.Sprintf("table_row_limit %d and %d", x.limit, y.limit)
+		}
+	case *listRule:
+		y := b.(*listRule)
+		if !maps.Equal(x.values, y.values) {
+			return "different list_values"
+		}
+	case *dateRule:
+		y := b.(*dateRule)
+		if x.unit != y.unit || !maps.Equal(x.index, y.index) || !slices.Equal(x.sorted, y.sorted) {
+			return "different date_range"
+		}
+		if x.loc.String() != y.loc.String() {
+			return fmt.Sprintf("time zones %s and %s", x.loc, y.loc)
+		}
+	}
+	return ""
+}
+
+// Describe is a short account of a rule for messages: "hash, 4
+// sub-tables", "range of 1000 keys per sub-table, 4 sub-tables".
+func Describe(r Rule) string {
+	n := len(r.Tables())
+	switch x := r.(type) {
+	case *rangeRule:
+		return fmt.Sprintf("range of %d keys per sub-table, %d sub-tables", x.limit, n)
+	case *listRule:
+		return fmt.Sprintf("list of %d values, %d sub-tables", len(x.values), n)
+	case *dateRule:
+		return fmt.Sprintf("%s in %s, %d sub-tables", x.typ, x.loc, n)
+	}
+	return fmt.Sprintf("%s, %d sub-tables", r.Type(), n)
+}
