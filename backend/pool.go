@@ -702,3 +702,33 @@ func (p *Pool) KillQuery(ctx context.Context, threadID uint32) error {
 	_, err = c.Exec("KILL QUERY " + itoa(int(threadID)))
 	return err
 }
+
+// Query runs statement q of keyshard's own (a lookup in
+// information_schema, a decision row) on a connection of the pool in its
+// base state with autocommit on, so that it reads no old snapshot and
+// commits at once. It waits for ctx's deadline, or 10 seconds.
+func (p *Pool) Query(ctx context.Context, q string) (*Result, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	bc, err := p.Get(ctx, DefaultFlavor)
+	if err != nil {
+		return nil, err
+	}
+	dl, _ := ctx.Deadline()
+	_ = bc.SetDeadline(dl)
+	res, err := func() (*Result, error) {
+		if err := bc.Sync("", bc.Multi(), true, p.BaseState()); err != nil {
+			return nil, err
+		}
+		return bc.Exec(q)
+	}()
+	var me *mysql.MyError
+	if err != nil && !errors.As(err, &me) || bc.SetDeadline(time.Time{}) != nil {
+		bc.MarkBroken() // a server's error leaves the connection usable
+	}
+	p.Put(bc)
+	return res, err
+}

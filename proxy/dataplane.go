@@ -94,5 +94,6 @@ func (d *dataPlane) Apply(cfg *config.Config, black *blacklist.List) (control.Ap
 	for _, n := range gone {
 		s.drain(n)
 	}
+	d.catalog.Kick() // new schemas know no columns yet
 	return control.Applied{Revision: snap.rev, Nodes: len(snap.nodes), Drained: len(gone)}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/router"
+	"go.uber.org/zap"
 )
 
 // COM_QUERY by statement class. Each class is one entry of queryClasses,
@@ -100,6 +101,13 @@ func (s *Session) query(p []byte) error {
 	}
 	if q.wroteSet {
 		s.cache.wrote(q.wrote)
+	}
+	if q.info.Kind == router.KindDDL && err == nil && s.route != nil && s.route.Sharded() {
+		// Before the answer reaches the client: its next statement sees
+		// the columns the DDL made.
+		if cerr := s.srv.catalog.Refresh(s.srv.ctx, s.route); cerr != nil {
+			s.c.Log().Debug("catalog: reading the columns after DDL failed", zap.Error(cerr))
+		}
 	}
 	*q = comQuery{}
 	return err

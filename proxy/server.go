@@ -16,6 +16,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/blacklist"
+	"github.com/keyshard/keyshard/proxy/catalog"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/digest"
@@ -54,6 +55,7 @@ type Server struct {
 	states    sync.Map          // collation id -> *backend.State
 	stmtRefs  *backend.StmtRefs // client statements per text, so the backend ones die with them
 	xa        *xa.Coordinator   // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
+	catalog   *catalog.Catalog  // the tables' columns, for the router
 
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -121,6 +123,8 @@ func newServer(cfg *config.Config, log *zap.Logger, o *control.ClusterOptions, b
 	s.learnIdentity(snap, time.Duration(cfg.ConnectTimeout))
 	s.xa = xa.New(s.ctx, s, s.log)
 	go s.xa.Run()
+	s.catalog = catalog.New(s, s.log)
+	go s.catalog.Run(s.ctx)
 	go s.keepHistory()
 	return s, nil
 }

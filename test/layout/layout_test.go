@@ -24,6 +24,7 @@ var forbidden = map[string][]string{
 	"proxy/control":   {"proxy", "proxy/admin", "cmd/keyshard"},
 	"proxy/blacklist": {"proxy", "proxy/engine", "backend"},
 	"proxy/xa":        {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
+	"proxy/catalog":   {"proxy", "proxy/admin", "proxy/control", "proxy/engine", "cmd/keyshard"},
 }
 
 // only lists, for a package, every keyshard package it may depend on: the
