@@ -91,6 +91,12 @@
 //   - proxy/xa: the XA coordinator (engine.Atomic: decisions, recovery,
 //     ADMIN XA) and the sequences; declares Env; never imports proxy,
 //     proxy/control, proxy/admin or cmd.
+//   - proxy/catalog: the tables' columns for the router (read from the
+//     backends, again after each DDL); declares Env; never imports proxy,
+//     proxy/engine, proxy/control or cmd.
+//   - proxy/deadlock: finds cycles of lock waits across nodes and stops a
+//     victim (1213); declares Env and Tx; never imports proxy,
+//     proxy/control or cmd.
 //   - proxy/engine: executes a bound routing and relays every result set;
 //     the connection lease; declares Conns, Tracer, Atomic; never imports
 //     proxy, proxy/config or proxy/admin.

@@ -19,6 +19,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/catalog"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/control"
+	"github.com/keyshard/keyshard/proxy/deadlock"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/proxy/xa"
@@ -52,10 +53,11 @@ type Server struct {
 	webFails  frontend.Lockout   // failed basic-auth logins on the web port
 
 	baseState *backend.State
-	states    sync.Map          // collation id -> *backend.State
-	stmtRefs  *backend.StmtRefs // client statements per text, so the backend ones die with them
-	xa        *xa.Coordinator   // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
-	catalog   *catalog.Catalog  // the tables' columns, for the router
+	states    sync.Map           // collation id -> *backend.State
+	stmtRefs  *backend.StmtRefs  // client statements per text, so the backend ones die with them
+	xa        *xa.Coordinator    // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
+	catalog   *catalog.Catalog   // the tables' columns, for the router
+	deadlocks *deadlock.Detector // finds cycles of lock waits across nodes
 
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -125,6 +127,8 @@ func newServer(cfg *config.Config, log *zap.Logger, o *control.ClusterOptions, b
 	go s.xa.Run()
 	s.catalog = catalog.New(s, s.log)
 	go s.catalog.Run(s.ctx)
+	s.deadlocks = deadlock.New(s, s.log)
+	go s.deadlocks.Run(s.ctx)
 	go s.keepHistory()
 	return s, nil
 }

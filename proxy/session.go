@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/deadlock"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
@@ -61,6 +62,11 @@ type Session struct {
 	warnings []string
 
 	limit stmtLimit // statement time limits (timeout.go)
+
+	// dl is the session's transaction over several nodes as the deadlock
+	// detector follows it; dlHeld, scratch for its connections.
+	dl     deadlock.Tx
+	dlHeld []engine.Held
 }
 
 // NewHandler makes the session of client connection c
@@ -72,6 +78,11 @@ func (srv *Server) NewHandler(c *frontend.Conn) frontend.Handler {
 	s.cl = engine.NewClient(c.Packets(), toMySQL)
 	s.tr.conn = c
 	s.lease = engine.Lease{Ctx: srv.ctx, Vars: &s.vars, Trace: &s.tr, OnDiscard: s.ps.dropCursors}
+	s.dl = deadlock.Tx{ID: c.ID(), Running: s.tr.proc.running, Abort: func(since int64) bool { return s.tr.abortVictim(since, c.Log()) }}
+	s.lease.OnSpan = func() {
+		s.dlHeld = s.lease.Spanning(s.dlHeld[:0])
+		srv.deadlocks.Update(&s.dl, s.dlHeld)
+	}
 	s.eng = engine.Engine{Client: s.cl, Conns: &s.lease, Trace: &s.tr, Vars: &s.vars, Last: &s.last, XA: srv.xa}
 	return s
 }
@@ -252,10 +263,11 @@ func (s *Session) Command(p []byte) frontend.Next {
 	if s.cache.txWrote != nil || s.cache.txWroteAll {
 		s.cache.endTx()
 	}
-	if err != nil && s.lease.Branches() > 0 && engine.RollsBackTx(err) {
+	if s.lease.Branches() > 0 && (err != nil && engine.RollsBackTx(err) || s.tr.victim.Load()) {
 		// One node rolled the whole transaction back (a deadlock
-		// victim): so does every other, as one server's would; the
-		// client got the server's error.
+		// victim), or keyshard stopped it as the victim of a deadlock
+		// across nodes: every node rolls it back, as one server's would;
+		// the client got the error.
 		if _, rerr := s.lease.EndTx(false); rerr != nil {
 			s.c.Log().Debug("rolling back a transaction over several nodes after a deadlock", zap.Error(rerr))
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/proxy/frontend"
 	"github.com/keyshard/keyshard/router"
+	"go.uber.org/zap"
 )
 
 // trace follows the statement a session is running, for its digest, the
@@ -52,6 +53,9 @@ type trace struct {
 	timedOut atomic.Bool
 	limit    time.Duration
 	mariaDB  bool
+	// victim: the deadlock detector stopped the statement (see
+	// abortVictim); it answers 1213 and its transaction rolls back.
+	victim atomic.Bool
 }
 
 var _ engine.Tracer = (*trace)(nil)
@@ -72,6 +76,7 @@ func (t *trace) begin(start time.Time, written uint64) {
 	}
 	t.deadline = time.Time{}
 	t.timedOut.Store(false)
+	t.victim.Store(false)
 	if t.noKill || t.stopped {
 		t.proc.mu.Lock()
 		t.noKill, t.stopped = false, false
@@ -160,6 +165,9 @@ func (t *trace) Released(bc *backend.Conn) {
 // TimedOut is the statement's timeout error once it ran past its time
 // limit; nil before.
 func (t *trace) TimedOut() error {
+	if t.victim.Load() {
+		return errDeadlock
+	}
 	if t.timedOut.Load() || !t.deadline.IsZero() && !time.Now().Before(t.deadline) {
 		return timeoutError(t.mariaDB, t.limit)
 	}
@@ -318,4 +326,32 @@ func (s *Session) endStmt(cmd byte, p []byte, d time.Duration, err error) {
 	if sql != "" {
 		s.srv.sql.record(s, sql, &sm, err)
 	}
+}
+
+// errDeadlock is what a deadlock victim's client gets, as from one server.
+var errDeadlock = &mysql.MyError{Code: mysql.ER_LOCK_DEADLOCK, State: "40001", Message: "Deadlock found when trying to get lock; try restarting transaction"}
+
+// abortVictim stops the running statement, which started at since (unix
+// nanos), as the victim of a deadlock across nodes: KILL QUERY on each of
+// its backend connections, and its error becomes 1213. False when that
+// statement is over, or commits (it waits for no lock).
+func (t *trace) abortVictim(since int64, log *zap.Logger) bool {
+	p := &t.proc
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd.Load() < 0 || p.since.Load() != since || t.noKill {
+		return false
+	}
+	t.victim.Store(true)
+	t.killQueriesLocked(log)
+	return true
+}
+
+// running is when the running command started (unix nanos), 0 when the
+// session is asleep.
+func (p *procState) running() int64 {
+	if p.cmd.Load() < 0 {
+		return 0
+	}
+	return p.since.Load()
 }

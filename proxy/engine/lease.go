@@ -98,6 +98,11 @@ type Lease struct {
 	// XA branch; COMMIT prepares the branches, records the decision inside
 	// the first node's transaction and commits it, then the branches.
 	XA Atomic
+	// OnSpan, when set, is called on the session's goroutine each time
+	// the backend connections of a transaction over several nodes change:
+	// a branch joined, the transaction ended (see Spanning). The deadlock
+	// detector follows them through it.
+	OnSpan func()
 
 	pinned     *backend.Conn
 	sticky     string // why the connection is pinned for good ("" if not)
@@ -492,6 +497,7 @@ func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
 		return nil, err
 	}
 	l.branches = append(l.branches, bc)
+	l.spanChanged()
 	return bc, nil
 }
 

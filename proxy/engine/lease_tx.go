@@ -23,6 +23,33 @@ func (l *Lease) Spans() bool { return l.XA != nil && (l.InTx() || l.txBegin != "
 // reached.
 func (l *Lease) Branches() int { return len(l.branches) }
 
+// Held is one backend connection of a transaction: its node and the
+// server's thread id for it.
+type Held struct {
+	Node   string
+	Thread uint32
+}
+
+// Spanning appends to dst the connections of the open transaction when it
+// spans several nodes (the first node's, then each branch's); none
+// otherwise.
+func (l *Lease) Spanning(dst []Held) []Held {
+	if len(l.branches) == 0 || l.pinned == nil {
+		return dst
+	}
+	dst = append(dst, Held{l.pinned.Node(), l.pinned.ThreadID()})
+	for _, bc := range l.branches {
+		dst = append(dst, Held{bc.Node(), bc.ThreadID()})
+	}
+	return dst
+}
+
+func (l *Lease) spanChanged() {
+	if l.OnSpan != nil {
+		l.OnSpan()
+	}
+}
+
 // EndTx ends a transaction that reached several nodes (commit true: in two
 // phases; else a rollback on every node). handled is false when it has no
 // branch (a local transaction, ended as usual by the caller). An error
@@ -38,6 +65,7 @@ func (l *Lease) EndTx(commit bool) (handled bool, err error) {
 		l.rollbackBranches(first)
 	}
 	l.branches, l.xid = nil, ""
+	l.spanChanged()
 	if first != nil {
 		l.Release(first)
 	}
@@ -163,6 +191,7 @@ func (l *Lease) endBranches() {
 		l.putBack(bc)
 	}
 	l.branches = nil
+	l.spanChanged()
 }
 
 // synced gets a connection from pool p and syncs it to the session. A
@@ -305,6 +334,7 @@ func (l *Lease) Lost(bc *backend.Conn) (held string) {
 		// A branch of a transaction over several nodes: the transaction
 		// is lost (the session ends; End rolls the others back).
 		l.branches = slices.Delete(l.branches, i, i+1)
+		l.spanChanged()
 		l.putBack(bc)
 		return heldTx
 	}

@@ -25,6 +25,7 @@ var forbidden = map[string][]string{
 	"proxy/blacklist": {"proxy", "proxy/engine", "backend"},
 	"proxy/xa":        {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
 	"proxy/catalog":   {"proxy", "proxy/admin", "proxy/control", "proxy/engine", "cmd/keyshard"},
+	"proxy/deadlock":  {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
 }
 
 // only lists, for a package, every keyshard package it may depend on: the
