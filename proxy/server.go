@@ -127,7 +127,14 @@ func newServer(cfg *config.Config, log *zap.Logger, o *control.ClusterOptions, b
 	go s.xa.Run()
 	s.catalog = catalog.New(s, s.log)
 	go s.catalog.Run(s.ctx)
-	s.deadlocks = deadlock.New(s, s.log)
+	// With a shared config, the instances see each other's transactions
+	// over several nodes through etcd, under their unique names.
+	var peers deadlock.Peers
+	name := "keyshard"
+	if o != nil {
+		name, peers = o.Local.Name, o.Store.Waits(o.Local.Name)
+	}
+	s.deadlocks = deadlock.New(s, s.log, name, peers)
 	go s.deadlocks.Run(s.ctx)
 	go s.keepHistory()
 	return s, nil

@@ -19,12 +19,21 @@
 // are not cycles are left alone. Its cost, with no statement waiting, is
 // a look at the registered transactions every threshold/2.
 //
-// It never imports proxy: what it needs of the server is Env, and each
-// transaction says how to stop its statement (Tx.Abort).
+// Several keyshard instances sharing their config in etcd see each other's
+// transactions through Peers: while one of its statements waits, each
+// instance publishes its transactions over several nodes (id, when it
+// spanned nodes, its connections) and reads the others', so a cycle
+// through transactions of two instances is seen by both. The victim is
+// chosen by the same rule everywhere (the youngest, then the greatest
+// id), and only the instance that runs it stops it.
+//
+// It never imports proxy: what it needs of the server is Env (and Peers),
+// and each transaction says how to stop its statement (Tx.Abort).
 package deadlock
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,6 +54,32 @@ const Threshold = 100 * time.Millisecond
 // Env is what the detector reads of the running configuration.
 type Env interface {
 	Nodes() map[string]*backend.Node
+}
+
+// Peers shares the waiting transactions of the keyshard instances on one
+// etcd (proxy/cluster's store implements it).
+type Peers interface {
+	// Share replaces this instance's entry (nil: none).
+	Share(ctx context.Context, data []byte) error
+	// Others returns the other instances' entries.
+	Others(ctx context.Context) ([][]byte, error)
+}
+
+// peerStale is how old another instance's entry may be and still count:
+// an instance that stopped publishing has no statement waiting any more.
+const peerStale = 2 * time.Second
+
+// entry is what an instance publishes.
+type entry struct {
+	At  int64     `json:"at"` // unix nanos
+	Txs []txEntry `json:"txs"`
+}
+
+type txEntry struct {
+	ID    string        `json:"id"`
+	Began int64         `json:"began"`
+	Since int64         `json:"since"`
+	Held  []engine.Held `json:"held"`
 }
 
 // Tx is one session's transaction over several nodes, as the detector
@@ -73,8 +108,13 @@ type Stats struct {
 
 // Detector finds cycles of lock waits across nodes.
 type Detector struct {
-	env Env
-	log *zap.Logger
+	env   Env
+	log   *zap.Logger
+	name  string // this instance's, in the ids of its transactions
+	peers Peers  // nil: this instance alone
+	// shared: this instance's entry is published (and must go once
+	// nothing waits).
+	shared bool
 
 	mu  sync.Mutex
 	txs map[*Tx]struct{}
@@ -82,9 +122,10 @@ type Detector struct {
 	checks, cycles, victims, latency atomic.Int64
 }
 
-// New makes the detector of env's nodes; Run runs it.
-func New(env Env, log *zap.Logger) *Detector {
-	return &Detector{env: env, log: log, txs: map[*Tx]struct{}{}}
+// New makes the detector of env's nodes for the instance called name,
+// with its peers (nil: alone); Run runs it.
+func New(env Env, log *zap.Logger, name string, peers Peers) *Detector {
+	return &Detector{env: env, log: log, name: name, peers: peers, txs: map[*Tx]struct{}{}}
 }
 
 // Update records t's backend connections (held, copied), from the
@@ -119,7 +160,11 @@ func (d *Detector) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if txs := d.waiting(); txs != nil {
+		txs := d.waiting()
+		if d.peers != nil {
+			txs = d.share(ctx, txs)
+		}
+		if txs != nil {
 			d.check(ctx, txs)
 		}
 	}
@@ -127,9 +172,10 @@ func (d *Detector) Run(ctx context.Context) {
 
 // view is a transaction as one check saw it.
 type view struct {
-	tx    *Tx
+	tx    *Tx // nil: another instance's
+	id    string
 	held  []engine.Held
-	began time.Time
+	began int64 // unix nanos
 	since int64 // its running statement's start (0: none)
 }
 
@@ -138,14 +184,14 @@ type view struct {
 func (d *Detector) waiting() []view {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.txs) < 2 {
+	if len(d.txs) == 0 || len(d.txs) < 2 && d.peers == nil {
 		return nil // a cycle across nodes takes two transactions over several nodes at least
 	}
 	late := time.Now().Add(-Threshold).UnixNano()
 	out := make([]view, 0, len(d.txs))
 	overdue := false
 	for t := range d.txs {
-		v := view{tx: t, held: slices.Clone(t.held), began: t.began, since: t.Running()}
+		v := view{tx: t, id: d.name + "/" + strconv.FormatUint(uint64(t.ID), 10), held: slices.Clone(t.held), began: t.began.UnixNano(), since: t.Running()}
 		overdue = overdue || v.since != 0 && v.since < late
 		out = append(out, v)
 	}
@@ -165,7 +211,7 @@ type vertex struct {
 
 func (v vertex) String() string {
 	if v.tx != nil {
-		return "session " + strconv.FormatUint(uint64(v.tx.tx.ID), 10)
+		return "transaction " + v.tx.id
 	}
 	return fmt.Sprintf("thread %d on node %s", v.thread, v.node)
 }
@@ -265,7 +311,7 @@ func (d *Detector) resolve(cycle []step) vertex {
 		parts = append(parts, s.from.String()+" waits on node "+s.node+" for "+s.to.String())
 		nodes[s.node] = true
 		if v := s.from.tx; v != nil {
-			if victim == nil || v.began.After(victim.began) || v.began.Equal(victim.began) && v.tx.ID > victim.tx.ID {
+			if victim == nil || v.began > victim.began || v.began == victim.began && v.id > victim.id {
 				victim = v
 			}
 			newest = max(newest, v.since)
@@ -276,6 +322,12 @@ func (d *Detector) resolve(cycle []step) vertex {
 		// transaction: nothing of keyshard's to stop.
 		return cycle[0].from
 	}
+	if victim.tx == nil {
+		// Another instance's: it sees the same cycle and stops it.
+		d.log.Debug("deadlock across nodes; the victim is another instance's", zap.String("cycle", strings.Join(parts, "; ")),
+			zap.String("victim", victim.id))
+		return vertex{tx: victim}
+	}
 	d.cycles.Add(1)
 	stopped := victim.tx.Abort(victim.since)
 	if stopped {
@@ -285,7 +337,7 @@ func (d *Detector) resolve(cycle []step) vertex {
 		}
 	}
 	d.log.Info("deadlock across nodes", zap.String("cycle", strings.Join(parts, "; ")),
-		zap.Uint32("victim", victim.tx.ID), zap.Bool("stopped", stopped))
+		zap.String("victim", victim.id), zap.Bool("stopped", stopped))
 	return vertex{tx: victim}
 }
 
@@ -344,4 +396,45 @@ func findCycle(graph map[vertex][]edge) []step {
 		}
 	}
 	return nil
+}
+
+// share publishes this instance's transactions while one of its
+// statements waits (local: what waiting found; nil when none waits) and
+// returns them with the other instances' fresh ones (nil: nothing to
+// check).
+func (d *Detector) share(ctx context.Context, local []view) []view {
+	if local == nil {
+		if d.shared {
+			if err := d.peers.Share(ctx, nil); err == nil {
+				d.shared = false
+			}
+		}
+		return nil
+	}
+	e := entry{At: time.Now().UnixNano()}
+	for _, v := range local {
+		e.Txs = append(e.Txs, txEntry{ID: v.id, Began: v.began, Since: v.since, Held: v.held})
+	}
+	b, _ := json.Marshal(e)
+	if err := d.peers.Share(ctx, b); err != nil {
+		d.log.Debug("deadlock: publishing the waiting transactions failed", zap.Error(err))
+	} else {
+		d.shared = true
+	}
+	others, err := d.peers.Others(ctx)
+	if err != nil {
+		d.log.Debug("deadlock: reading the other instances' transactions failed", zap.Error(err))
+		return local
+	}
+	stale := time.Now().Add(-peerStale).UnixNano()
+	for _, raw := range others {
+		var o entry
+		if json.Unmarshal(raw, &o) != nil || o.At < stale {
+			continue
+		}
+		for _, t := range o.Txs {
+			local = append(local, view{id: t.ID, held: t.Held, began: t.Began, since: t.Since})
+		}
+	}
+	return local
 }

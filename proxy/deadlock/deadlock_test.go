@@ -2,6 +2,8 @@ package deadlock
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +13,7 @@ import (
 )
 
 func tx(id uint32, began time.Time, since int64) *view {
-	return &view{tx: &Tx{ID: id}, began: began, since: since}
+	return &view{tx: &Tx{ID: id}, id: fmt.Sprintf("ks1/%d", id), began: began.UnixNano(), since: since}
 }
 
 // The cycle finder: a two-transaction cycle across nodes, a longer one
@@ -57,7 +59,7 @@ func TestFindCycle(t *testing.T) {
 			return true
 		}
 	}
-	d := New(nil, zap.NewNop())
+	d := New(nil, zap.NewNop(), "ks1", nil)
 	if got := d.resolve(cy); got != vc || len(stopped) != 1 || stopped[0] != 3 {
 		t.Fatalf("victim %v (stopped %v), want session 3, the youngest", got, stopped)
 	}
@@ -77,7 +79,7 @@ func (noNodes) Nodes() map[string]*backend.Node { return nil }
 // Transactions join and leave; no check runs while no statement waits
 // past the threshold, or with fewer than two transactions.
 func TestWaiting(t *testing.T) {
-	d := New(noNodes{}, zap.NewNop())
+	d := New(noNodes{}, zap.NewNop(), "ks1", nil)
 	running := int64(0)
 	t1 := &Tx{ID: 1, Running: func() int64 { return running }}
 	t2 := &Tx{ID: 2, Running: func() int64 { return 0 }}
@@ -106,5 +108,82 @@ func TestWaiting(t *testing.T) {
 	d.Update(t2, nil)
 	if d.waiting() != nil {
 		t.Fatal("t2 left: one transaction, nothing to check")
+	}
+}
+
+// fakePeers is one instance's view of a shared store.
+type fakePeers struct {
+	name    string
+	mu      *sync.Mutex
+	entries map[string][]byte
+}
+
+func (f fakePeers) Share(_ context.Context, data []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if data == nil {
+		delete(f.entries, f.name)
+	} else {
+		f.entries[f.name] = data
+	}
+	return nil
+}
+
+func (f fakePeers) Others(context.Context) ([][]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out [][]byte
+	for n, e := range f.entries {
+		if n != f.name {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Two instances, one transaction each, in one cycle: each sees the
+// other's transaction through the peers; both choose the same victim,
+// and only its own instance stops it.
+func TestPeersShareOneVictim(t *testing.T) {
+	var mu sync.Mutex
+	store := map[string][]byte{}
+	old := time.Now().Add(-time.Second).UnixNano()
+	var stoppedA, stoppedB int
+	dA := New(noNodes{}, zap.NewNop(), "ks-a", fakePeers{"ks-a", &mu, store})
+	dB := New(noNodes{}, zap.NewNop(), "ks-b", fakePeers{"ks-b", &mu, store})
+	ta := &Tx{ID: 1, Running: func() int64 { return old }, Abort: func(int64) bool { stoppedA++; return true }}
+	tb := &Tx{ID: 1, Running: func() int64 { return old }, Abort: func(int64) bool { stoppedB++; return true }}
+	dA.Update(ta, []engine.Held{{Node: "node1", Thread: 10}, {Node: "node2", Thread: 20}})
+	time.Sleep(time.Millisecond) // tb spans nodes later: the younger
+	dB.Update(tb, []engine.Held{{Node: "node2", Thread: 21}, {Node: "node1", Thread: 11}})
+
+	dB.share(context.Background(), dB.waiting())
+	va := dA.share(context.Background(), dA.waiting())
+	vb := dB.share(context.Background(), dB.waiting())
+	if len(va) != 2 || len(vb) != 2 {
+		t.Fatalf("views: A sees %d, B sees %d; want both transactions", len(va), len(vb))
+	}
+	cycleOf := func(vs []view) []step {
+		var a, b *view
+		for i := range vs {
+			if vs[i].id == "ks-a/1" {
+				a = &vs[i]
+			} else {
+				b = &vs[i]
+			}
+		}
+		return []step{{from: vertex{tx: a}, to: vertex{tx: b}, node: "node2"}, {from: vertex{tx: b}, to: vertex{tx: a}, node: "node1"}}
+	}
+	dA.resolve(cycleOf(va))
+	dB.resolve(cycleOf(vb))
+	if stoppedA != 0 || stoppedB != 1 {
+		t.Fatalf("stopped: A's %d, B's %d; want B's, the younger, once", stoppedA, stoppedB)
+	}
+	// Nothing waits any more: the entries go.
+	ta.Running, tb.Running = func() int64 { return 0 }, func() int64 { return 0 }
+	dA.share(context.Background(), dA.waiting())
+	dB.share(context.Background(), dB.waiting())
+	if len(store) != 0 {
+		t.Fatalf("entries left: %v", store)
 	}
 }
