@@ -592,3 +592,6 @@ func Quote(s string) string {
 	b.WriteByte('\'')
 	return b.String()
 }
+
+// QuoteName returns s as a backquoted SQL identifier.
+func QuoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

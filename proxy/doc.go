@@ -43,9 +43,12 @@
 //
 // Beside the data plane, proxy/control is the control plane: reloads,
 // the operator's controls, the etcd link, failover following. It drives
-// the Server through control.DataPlane (dataplane.go) and applies each
-// validated configuration with Plane.Apply, which builds a snapshot here
-// and swaps it in atomically.
+// the Server through control.DataPlane (dataplane.go): every validated
+// configuration it applies (a reload, an admin change, a new etcd
+// revision, and Plane.Apply, its exported entry for workflows such as
+// resharding) goes through one path that checks placement and calls
+// DataPlane.Apply, which builds a snapshot here and swaps it in
+// atomically.
 //
 // # The files of package proxy
 //
@@ -74,7 +77,8 @@
 //
 // # Packages and what each may import
 //
-// test/layout checks every rule below with `go list -deps`.
+// test/layout checks each "never imports" and "imports only" below with
+// `go list -deps` (indirect imports count).
 //
 //   - cmd/keyshard: flags, wiring, signals; imports everything, nothing
 //     imports it.

@@ -106,7 +106,7 @@ schema_list:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(cfg, zap.NewNop())
+	s, err := New(cfg, zap.NewNop(), config.Local{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,7 @@ func newFuzzProxy(f testing.TB, withTLS bool) *fuzzProxy {
 		f.Fatalf("config: %v", err)
 	}
 	core, logs := observer.New(zapcore.ErrorLevel)
-	srv, err := New(cfg, zap.New(core))
+	srv, err := New(cfg, zap.New(core), config.Local{})
 	if err != nil {
 		f.Fatal(err)
 	}

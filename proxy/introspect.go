@@ -208,7 +208,7 @@ func (s *Session) tableStatus(l *router.Look, ncols int) ([][]*string, error) {
 	subs := map[string][]*string{} // sub-table name -> its row
 	var cols []string
 	for node, names := range byNode {
-		q := "SHOW TABLE STATUS FROM " + quoteName(l.DB) + " WHERE Name IN (" + quoteList(names) + ")"
+		q := "SHOW TABLE STATUS FROM " + backend.QuoteName(l.DB) + " WHERE Name IN (" + quoteList(names) + ")"
 		bc, err := s.lease.Acquire(s.eng.Nodes[node], engine.Extra|engine.AutocommitOn)
 		if err != nil {
 			return nil, err
@@ -307,7 +307,7 @@ func (s *Session) existing(l *router.Look) (map[string]bool, error) {
 func filterRows(bc *backend.Conn, cols []string, rows [][]*string, l *router.Look) ([][]*string, error) {
 	cond := l.Where
 	if l.Like != "" {
-		cond = quoteName(cols[0]) + " LIKE " + backend.Quote(l.Like)
+		cond = backend.QuoteName(cols[0]) + " LIKE " + backend.Quote(l.Like)
 	}
 	if cond == "" || len(rows) == 0 {
 		return rows, nil
@@ -326,7 +326,7 @@ func filterRows(bc *backend.Conn, cols []string, rows [][]*string, l *router.Loo
 			} else {
 				q.WriteString(backend.Quote(*v))
 			}
-			q.WriteString(" AS " + quoteName(cols[c]))
+			q.WriteString(" AS " + backend.QuoteName(cols[c]))
 		}
 	}
 	q.WriteString(") AS ks_look WHERE " + cond)
@@ -450,8 +450,8 @@ func renameRow(row []byte, l *router.Look) []byte {
 			repl, changed = logical, true
 		} else if l.DDL && col == 1 {
 			for phys, logical := range l.Rename {
-				if rest, ok := strings.CutPrefix(val, "CREATE TABLE "+quoteName(phys)); ok {
-					repl, changed = "CREATE TABLE "+quoteName(logical)+rest, true
+				if rest, ok := strings.CutPrefix(val, "CREATE TABLE "+backend.QuoteName(phys)); ok {
+					repl, changed = "CREATE TABLE "+backend.QuoteName(logical)+rest, true
 				}
 			}
 		}
@@ -496,9 +496,6 @@ func sum(a, b *string) *string {
 	}
 	return ptr(strconv.FormatUint(num(a)+num(b), 10))
 }
-
-// quoteName back-quotes an identifier.
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // quoteList is names as a list of SQL strings.
 func quoteList(names []string) string {

@@ -50,8 +50,9 @@ var queryClasses = [...]queryClass{
 	{"checks: time limit, digest, blacklist, privileges", always, qChecks},
 	{"result cache", func(s *Session) bool { return s.srv.rcache.on.Load() }, qCache},
 	{"write marks, batch mode", always, qMarks},
-	{"batch", func(s *Session) bool { return !s.q.single() }, qBatch},
+	{"batch refusals", func(s *Session) bool { return !s.q.single() }, qBatch},
 	{"EXPLAIN SHARD", isExplainShard, qExplainShard},
+	{"batch with KILL", func(s *Session) bool { return !s.q.single() && s.q.info.Flags&router.FlagKill != 0 }, qKillBatch},
 	{"KILL", kindIs(router.KindKill), qKill},
 	{"USE", singleKind(router.KindUse), qUse},
 	{"SET", singleKind(router.KindSet), qSet},
@@ -182,8 +183,7 @@ func qMarks(s *Session) (bool, error) {
 	return false, nil
 }
 
-// qBatch refuses the batches keyshard cannot run as one server would, and
-// runs the KILLs of a batch itself.
+// qBatch refuses the batches keyshard cannot run as one server would.
 func qBatch(s *Session) (bool, error) {
 	q := &s.q
 	if s.lease.Branches() > 0 {
@@ -198,9 +198,13 @@ func qBatch(s *Session) (bool, error) {
 				"send its statements one by one", name))
 		}
 	}
-	if q.info.Flags&router.FlagKill == 0 {
-		return false, nil
-	}
+	return false, nil
+}
+
+// qKillBatch runs the KILLs of a batch itself (the thread ids are
+// keyshard's) and sends the rest.
+func qKillBatch(s *Session) (bool, error) {
+	q := &s.q
 	out, ok, err := s.killBatch(q.sql)
 	if err != nil {
 		return true, s.fail(err)

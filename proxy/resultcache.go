@@ -378,7 +378,7 @@ func (u *cacheUse) written(sql string, info router.Info) []string {
 
 // wrote makes the cache entries of tables (nil: all) stale once a write
 // to them ran. Inside a transaction it does so again when the transaction
-// ends (endTxWrites): another session may cache what was committed before
+// ends (endTx): another session may cache what was committed before
 // in between.
 func (u *cacheUse) wrote(tables []string) {
 	s := u.s

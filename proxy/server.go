@@ -27,8 +27,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Server accepts client connections and runs one Session goroutine per
-// client. Its configuration is an immutable snapshot.
+// Server is the data plane: its frontend.Listener runs a goroutine per
+// client, each with a Session as its handler. Its configuration is an immutable snapshot.
 type Server struct {
 	snap  atomic.Pointer[snapshot]       // the running configuration
 	black atomic.Pointer[blacklist.List] // the SQL blacklist (edited apart from the config)
@@ -66,9 +66,11 @@ type Server struct {
 	wg           sync.WaitGroup // the drains of replaced nodes
 }
 
-// New builds a server from a validated config. Backend pools start warming
-// in the background; a dead backend is not an error here.
-func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
+// New builds a server from a validated config, with this instance's own
+// settings (flags, environment: already applied to cfg, and again over
+// each config reloaded). Backend pools start warming in the background; a
+// dead backend is not an error here.
+func New(cfg *config.Config, log *zap.Logger, local config.Local) (*Server, error) {
 	black, err := blacklist.Load(cfg.BlacklistSQLFile)
 	if err != nil {
 		return nil, fmt.Errorf("blacklist_sql_file: %w", err)
@@ -77,6 +79,7 @@ func New(cfg *config.Config, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.ctl.SetLocal(local)               // before the file watcher and the failover monitor read it
 	_ = s.ctl.Start(s.metrics.Registry) // a file: nothing to fail
 	return s, nil
 }
@@ -280,7 +283,7 @@ func (s *Server) Settings() frontend.Settings {
 	cfg := snap.cfg
 	return frontend.Settings{NoDelay: boolOr(cfg.TCPNoDelay, true), ReadBuffer: cfg.ReadBuffer, WriteBuffer: cfg.ClientWriteBuffer,
 		MaxPacket: cfg.MaxAllowedPacket, Allow: snap.allow, MaxConnections: cfg.MaxConnections, MaxUnauthPerHost: cfg.MaxUnauthPerHost,
-		LockoutFailures: cfg.LoginLockoutFailures, LockoutTime: cfg.LoginLockoutTime.D(), DefaultPlugin: cfg.DefaultAuthPlugin}
+		LockoutFailures: cfg.LoginLockoutFailures, LockoutTime: cfg.LoginLockoutTime.D()}
 }
 
 // Answer is what a client is told of err (frontend.Server): toMySQL's
@@ -325,8 +328,10 @@ func (s *Server) WebLockedFor(remote string) time.Duration {
 // Shutdown stops accepting, lets running statements finish until ctx ends,
 // then closes every session (rolling back open transactions) and the pools.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.ctl.Exclusive(func() { s.shuttingDown.Store(true) }) // no reload starts a drain after this
-	s.fe.Close()
+	s.ctl.Exclusive(func() { // no reload starts a drain after this
+		s.shuttingDown.Store(true)
+		s.fe.Close() // a client accepted from now on is told ER_SERVER_SHUTDOWN
+	})
 	// Idle sessions (waiting for a command) are closed now: their pinned
 	// connections are reset, which rolls back open transactions.
 	closeIdle := func() {

@@ -146,13 +146,14 @@ func (s *Session) Login(l frontend.Login) error {
 
 // Closed ends the session (frontend.Handler).
 func (s *Session) Closed() {
-	if s.userConns == nil {
-		s.endSession() // refused before its user was known
-		return
+	if s.userConns != nil {
+		// Deferred each: a panic while the session ends (its lease half
+		// updated) still gives back the user's count and the process
+		// list's entry.
+		defer s.userConns.Add(-1)
+		defer s.srv.endStages(s)
 	}
 	s.endSession()
-	s.srv.endStages(s)
-	s.userConns.Add(-1)
 }
 
 // startSession binds the session to its user's schema and default node and

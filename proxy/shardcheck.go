@@ -113,7 +113,7 @@ func checksumCopies(ctx context.Context, nodes map[string]*backend.Node, t *rout
 		if !r.Exists {
 			continue
 		}
-		res, err := checkExec(ctx, nodes[r.Node], "CHECKSUM TABLE "+quoteName(t.DB)+"."+quoteName(t.Table))
+		res, err := checkExec(ctx, nodes[r.Node], "CHECKSUM TABLE "+backend.QuoteName(t.DB)+"."+backend.QuoteName(t.Table))
 		if err != nil {
 			return fmt.Errorf("keyshard: CHECKSUM TABLE of global table %s.%s on node %s: %w", t.DB, t.Table, r.Node, err)
 		}

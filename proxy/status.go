@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/control"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"gopkg.in/yaml.v3"
@@ -134,17 +135,7 @@ func poolUse(user string, st backend.PoolStats) PoolUse {
 }
 
 // AllowIPs returns allow_ips as a list.
-func (s *Server) AllowIPs() []string { return splitList(s.Config().AllowIPs) }
-
-func splitList(v string) []string {
-	var out []string
-	for part := range strings.SplitSeq(v, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
-}
+func (s *Server) AllowIPs() []string { return config.SplitList(s.Config().AllowIPs) }
 
 // BlackSQLs returns the SQL blacklist, as written.
 func (s *Server) BlackSQLs() []string { return s.black.Load().SQLs() }

@@ -264,7 +264,7 @@ func (s *Server) endStages(sess *Session) {
 	for i := range sess.stageNs {
 		s.stageNs[i].Add(sess.stageNs[i].Load())
 	}
-	s.sessions.Delete(sess.c.ID()) // the key handle stored it under
+	s.sessions.Delete(sess.c.ID()) // the key Login stored it under
 	s.stagesMu.Unlock()
 }
 

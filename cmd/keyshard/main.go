@@ -183,15 +183,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if store != nil {
 		srv, err = proxy.NewClustered(cfg, log, control.ClusterOptions{Store: store, State: shared, Local: local, Version: version})
 	} else {
-		srv, err = proxy.New(cfg, log)
+		srv, err = proxy.New(cfg, log, local)
 	}
 	if err != nil {
 		ln.Close()
 		log.Error("cannot start", zap.Error(err))
 		return 1
-	}
-	if store == nil {
-		srv.Control().SetLocal(local) // (NewClustered took it before its goroutines started)
 	}
 	srv.SetAdmin(admin.SQL(srv))
 	var https []*http.Server

@@ -1,6 +1,10 @@
 package config
 
-import "github.com/keyshard/keyshard/router"
+import (
+	"strings"
+
+	"github.com/keyshard/keyshard/router"
+)
 
 // RouteConfig is what the router compiles from a schema_list entry.
 func (sc *SchemaConfig) RouteConfig() router.SchemaConfig {
@@ -14,4 +18,16 @@ func (sc *SchemaConfig) RouteConfig() router.SchemaConfig {
 		rc.Tables = append(rc.Tables, tc)
 	}
 	return rc
+}
+
+// SplitList splits a comma-separated setting (allow_ips and the like)
+// into its entries, blanks dropped.
+func SplitList(v string) []string {
+	var out []string
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }

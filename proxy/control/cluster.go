@@ -221,7 +221,7 @@ func (p *Plane) syncStore(force bool) ([]string, error) {
 	return p.applyStoreLocked(st, before, force)
 }
 
-// applyStoreLocked applies state st (under reloadMu), read when the
+// applyStoreLocked applies state st (under Plane.mu), read when the
 // newest revision this instance knew was before.
 func (p *Plane) applyStoreLocked(st cluster.State, before int64, force bool) ([]string, error) {
 	l := p.link
@@ -274,7 +274,7 @@ func (p *Plane) applyStoreLocked(st cluster.State, before int64, force bool) ([]
 }
 
 // applyDocLocked parses and applies the config document doc at etcd
-// revision rev (under reloadMu).
+// revision rev (under Plane.mu).
 func (p *Plane) applyDocLocked(doc []byte, rev int64, force bool) ([]string, error) {
 	l := p.link
 	cfg, warnings, err := config.Parse(doc, l.store.Source())
@@ -338,7 +338,7 @@ func otherValue(rev int64, v []byte, known int64, was []byte) bool {
 }
 
 // applyDown puts the backends in marks out of service and every other
-// one back (under reloadMu): in a cluster, the marks in etcd are the
+// one back (under Plane.mu): in a cluster, the marks in etcd are the
 // operators' word. A mark for a backend the config lacks is ignored.
 func (p *Plane) applyDown(marks []cluster.Down) {
 	want := map[string]bool{}
@@ -491,7 +491,7 @@ func (p *Plane) setBlackShared(edit func(*blacklist.List) (*blacklist.List, erro
 }
 
 // setDownShared records an operator's down/up of a backend in the shared
-// store (under reloadMu), for every instance.
+// store (under Plane.mu), for every instance.
 func (p *Plane) setDownShared(node, role, addr string, down bool, by Actor) error {
 	if p.link.empty {
 		return p.link.noDocument()

@@ -146,23 +146,12 @@ func (c Controls) DelSlave(node, addr string) error {
 	})
 }
 
-// splitList splits a comma-separated list (allow_ips), dropping blanks.
-func splitList(v string) []string {
-	var out []string
-	for part := range strings.SplitSeq(v, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
-}
-
 // AddAllowIP adds an address or CIDR network to allow_ips. Note that an
 // empty allow_ips allows everyone: the first entry restricts access.
 func (c Controls) AddAllowIP(ip string) error {
 	ip = strings.TrimSpace(ip)
 	return c.change("allow_ips: add "+ip, func(c *config.Config) error {
-		list := splitList(c.AllowIPs)
+		list := config.SplitList(c.AllowIPs)
 		if slices.Contains(list, ip) {
 			return argErr("keyshard: %s is already in allow_ips", ip)
 		}
@@ -178,7 +167,7 @@ func (c Controls) AddAllowIP(ip string) error {
 func (c Controls) DelAllowIP(ip string) error {
 	ip = strings.TrimSpace(ip)
 	return c.change("allow_ips: remove "+ip, func(c *config.Config) error {
-		list := splitList(c.AllowIPs)
+		list := config.SplitList(c.AllowIPs)
 		i := slices.Index(list, ip)
 		if i < 0 {
 			return argErr("keyshard: %s is not in allow_ips", ip)

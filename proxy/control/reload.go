@@ -81,9 +81,14 @@ func (p *Plane) Reload(cfg *config.Config, force bool) ([]string, error) {
 // force; the drain of the nodes no longer used), keeping the SQL
 // blacklist as it is in memory. It is not counted or logged as a reload:
 // the caller says what it changed. It returns warnings for settings that
-// need a restart. It applies cfg to this instance only, also on a shared
-// config.
+// need a restart. On a shared config it is refused: the instances apply
+// what the etcd document says (keyshard config push writes it), and one
+// that ran another config would differ from the others unseen.
 func (p *Plane) Apply(cfg *config.Config, force bool) ([]string, error) {
+	if p.link != nil {
+		return nil, argErr("keyshard: this instance runs the shared config %s; apply a config there (keyshard config push), "+
+			"not to one instance", p.link.store.Source())
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.reloadLocked(cfg, p.dp.Blacklist(), force)

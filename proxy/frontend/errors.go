@@ -7,7 +7,7 @@ import (
 
 // Kind classifies the errors the frontend makes itself. It maps none to a
 // MySQL errno: the one mapping of errors to what a client sees is
-// keyshard's (Listener.Answer), which covers every Kind.
+// keyshard's (Server.Answer), which covers every Kind.
 type Kind int
 
 const (

@@ -46,7 +46,6 @@ type Settings struct {
 	MaxUnauthPerHost int       // clients of one address not logged in yet; 0: no cap
 	LockoutFailures  int       // failed logins that lock an address out (0: never)
 	LockoutTime      time.Duration
-	DefaultPlugin    string // default_auth_plugin
 }
 
 // Listener accepts clients and runs each connection on a goroutine of its
@@ -207,8 +206,12 @@ func (l *Listener) handle(nc net.Conn) {
 		return
 	}
 	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
-	err := c.handshake(h, &st)
-	l.unauth.leave(host)
+	err := func() error {
+		// Deferred: the handler's code runs in the handshake, and a
+		// panic there must not keep the address counted for ever.
+		defer l.unauth.leave(host)
+		return c.handshake(h, &st)
+	}()
 	if errors.Is(err, wire.ErrPacketTooLarge) {
 		err = newErr(PacketTooLarge, "Got a packet bigger than %d bytes before login", preAuthMaxPacket)
 	}

@@ -154,7 +154,7 @@ func (x *Coordinator) Prepare(ctx context.Context, node string) error {
 	return err
 }
 
-func (x *Coordinator) table() string { return quoteName(x.db) + ".xa_log" }
+func (x *Coordinator) table() string { return backend.QuoteName(x.db) + ".xa_log" }
 
 // conn takes a connection of p for the coordinator's own statements, in
 // the pool's base state with autocommit on (a pooled connection may carry
@@ -205,7 +205,7 @@ func (x *Coordinator) logExec(ctx context.Context, node, q string) (*backend.Res
 	}
 	defer put()
 	if _, ok := x.ready.Load(node); !ok {
-		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + quoteName(x.db),
+		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + backend.QuoteName(x.db),
 			"CREATE TABLE IF NOT EXISTS " + table + " (gtrid VARCHAR(64) NOT NULL PRIMARY KEY, outcome CHAR(1) NOT NULL, " +
 				"decided_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"} {
 			if _, err := bc.Exec(ddl); err != nil {

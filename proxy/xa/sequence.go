@@ -90,9 +90,9 @@ func (q *Sequences) fetch(ctx context.Context, seq *router.Sequence, t *router.T
 		return 0, err
 	}
 	defer put()
-	table := quoteName(q.x.db) + "." + seqTable
+	table := backend.QuoteName(q.x.db) + "." + seqTable
 	if _, ok := q.ready.Load(node); !ok {
-		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + quoteName(q.x.db),
+		for _, ddl := range []string{"CREATE DATABASE IF NOT EXISTS " + backend.QuoteName(q.x.db),
 			"CREATE TABLE IF NOT EXISTS " + table + " (name VARCHAR(191) NOT NULL PRIMARY KEY, " +
 				"next_id BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB"} {
 			if _, err := bc.Exec(ddl); err != nil {
@@ -153,7 +153,7 @@ func (q *Sequences) start(ctx context.Context, nodes map[string]*backend.Node, t
 	for node, subs := range byNode {
 		parts := make([]string, len(subs))
 		for i, sub := range subs {
-			parts[i] = "IFNULL((SELECT MAX(" + quoteName(col) + ") FROM " + quoteName(t.DB) + "." + quoteName(sub) + "), 0)"
+			parts[i] = "IFNULL((SELECT MAX(" + backend.QuoteName(col) + ") FROM " + backend.QuoteName(t.DB) + "." + backend.QuoteName(sub) + "), 0)"
 		}
 		q := "SELECT GREATEST(0, " + strings.Join(parts, ", ") + ")"
 		nd := nodes[node]
@@ -199,6 +199,3 @@ func seqErr(seq *router.Sequence, node, doing string, err error) error {
 	}
 	return engine.Errorf(engine.KindNotSupported, "keyshard: sequence %s on node %s: %s: %v", seq.Name, node, doing, err)
 }
-
-// quoteName quotes an identifier for MySQL.
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

@@ -157,7 +157,7 @@ func startProxy(t *testing.T, yaml string) *testProxy {
 		t.Fatalf("config: %v\n%s", err, yaml)
 	}
 	log, logs := testLogger(t)
-	srv, err := proxy.New(cfg, log)
+	srv, err := proxy.New(cfg, log, config.Local{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,13 +13,14 @@ import (
 const module = "github.com/keyshard/keyshard/"
 
 // forbidden lists, for each package, keyshard packages it must never
-// depend on, directly or through another.
+// depend on, directly or through another; "x/..." is x and every package
+// below it.
 var forbidden = map[string][]string{
 	"proxy/engine":    {"proxy", "proxy/admin", "proxy/config", "cmd/keyshard"},
-	"router":          {"backend", "proxy", "proxy/engine"},
-	"router/shard":    {"backend", "proxy", "router"},
-	"backend":         {"router", "proxy", "proxy/engine"},
-	"backend/wire":    {"backend", "router", "proxy"},
+	"router":          {"backend", "proxy/..."},
+	"router/shard":    {"backend", "proxy/...", "router"},
+	"backend":         {"router", "proxy/..."},
+	"backend/wire":    {"backend", "router", "proxy/..."},
 	"proxy/merge":     {"proxy", "proxy/engine", "backend"},
 	"proxy/control":   {"proxy", "proxy/admin", "cmd/keyshard"},
 	"proxy/blacklist": {"proxy", "proxy/engine", "backend"},
@@ -33,6 +34,7 @@ var forbidden = map[string][]string{
 // blacklist, the etcd store and the digests are leaves.
 var only = map[string][]string{
 	"proxy/frontend":  {"backend/wire", "backend/sock"},
+	"proxy/config":    {"router", "router/shard"},
 	"proxy/blacklist": {"router", "router/shard"},
 	"proxy/cluster":   {},
 	"proxy/digest":    {},
@@ -60,8 +62,10 @@ func TestImportDirection(t *testing.T) {
 	for pkg, bad := range forbidden {
 		d := deps(t, pkg)
 		for _, b := range bad {
-			if d[b] {
-				t.Errorf("%s depends on %s; the package map forbids it", pkg, b)
+			for dep := range d {
+				if dep == b || strings.HasSuffix(b, "/...") && (dep == strings.TrimSuffix(b, "/...") || strings.HasPrefix(dep, strings.TrimSuffix(b, "...")) && dep != pkg) {
+					t.Errorf("%s depends on %s; the package map forbids %s", pkg, dep, b)
+				}
 			}
 		}
 	}
