@@ -17,7 +17,8 @@
 // found when trying to get lock; try restarting transaction" and rolls
 // the transaction back on every node, as one server would. Waits that
 // are not cycles are left alone. Its cost, with no statement waiting, is
-// a look at the registered transactions every threshold/2.
+// a look at the registered transactions every threshold/2; while one
+// waits, a query to each node involved every 200-250 ms (see recheck).
 //
 // Several keyshard instances sharing their config in etcd see each other's
 // transactions through Peers: while one of its statements waits, each
@@ -35,6 +36,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,6 +52,14 @@ import (
 // Threshold is how long a statement of a transaction over several nodes
 // runs before the detector looks for a cycle it may be in.
 const Threshold = 100 * time.Millisecond
+
+// recheck is the least time between two reads of the lock waits. InnoDB
+// answers information_schema's INNODB_* tables from a cache it refreshes
+// only when nobody read it for 100 ms: readers more frequent than that
+// (this detector, another instance's, a monitoring tool) would read the
+// same stale answer for ever. A little jitter keeps two instances from
+// reading in step.
+const recheck = 200 * time.Millisecond
 
 // Env is what the detector reads of the running configuration.
 type Env interface {
@@ -119,6 +129,8 @@ type Detector struct {
 	mu  sync.Mutex
 	txs map[*Tx]struct{}
 
+	next time.Time // no read of the lock waits before then (recheck); Run's
+
 	checks, cycles, victims, latency atomic.Int64
 }
 
@@ -164,8 +176,9 @@ func (d *Detector) Run(ctx context.Context) {
 		if d.peers != nil {
 			txs = d.share(ctx, txs)
 		}
-		if txs != nil {
+		if txs != nil && !time.Now().Before(d.next) {
 			d.check(ctx, txs)
+			d.next = time.Now().Add(recheck + time.Duration(rand.Int64N(int64(recheck/4))))
 		}
 	}
 }

@@ -16,18 +16,33 @@ import (
 // waits for row 1 on node1. Each server sees only a wait; keyshard sees
 // the cycle and stops the younger transaction (b, which spanned nodes
 // last) with 1213 in well under a second, rolls it back on both nodes,
-// and a goes on; as one server would. Text and prepared protocol.
+// and a goes on; as one server would. Text and prepared protocol, and a
+// and b on two keyshard instances sharing their config in etcd.
 func TestCrossNodeDeadlock(t *testing.T) {
-	for _, prepared := range []bool{false, true} {
-		t.Run(map[bool]string{false: "text", true: "prepared"}[prepared], func(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		prepared  bool
+		instances int
+	}{{"text", false, 1}, {"prepared", true, 1}, {"two instances on etcd", false, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			prepared := c.prepared
 			setupShardDB(t)
-			p := startProxy(t, shardYAML("%ADDR%"))
-			db := p.open(t, "ks:ks", "shard_e2e", "")
+			var pa, pb *testProxy
+			if c.instances == 1 {
+				pa = startProxy(t, shardYAML("%ADDR%"))
+				pb = pa
+			} else {
+				st := sharedStore(t)
+				pushDoc(t, st, shardYAML("127.0.0.1:9696"), false)
+				pa, pb = startClusterProxy(t, st, "ks-a"), startClusterProxy(t, st, "ks-b")
+			}
+			db := pa.open(t, "ks:ks", "shard_e2e", "")
+			dbB := pb.open(t, "ks:ks", "shard_e2e", "")
 			mustExec(t, db, "CREATE TABLE sh_user (id BIGINT PRIMARY KEY, name VARCHAR(32), n INT NOT NULL)")
 			// 1 is on node1 (sh_user_0001), 5 on node2 (sh_user_0005).
 			mustExec(t, db, "INSERT INTO sh_user (id, name, n) VALUES (1, 'one', 100), (5, 'five', 100)")
 			ctx := context.Background()
-			conn := func() *sql.Conn {
+			conn := func(db *sql.DB) *sql.Conn {
 				c, err := db.Conn(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -35,7 +50,7 @@ func TestCrossNodeDeadlock(t *testing.T) {
 				t.Cleanup(func() { c.Close() })
 				return c
 			}
-			a, b := conn(), conn()
+			a, b := conn(db), conn(dbB)
 			move := func(c *sql.Conn, id, delta int) error {
 				var err error
 				if prepared {
@@ -56,12 +71,19 @@ func TestCrossNodeDeadlock(t *testing.T) {
 			aDone := make(chan error, 1)
 			go func() { aDone <- move(a, 5, 10) }() // a waits on node2 for b
 			node2 := direct(t, basePort+1, "shard_e2e")
-			waitFor(t, "a to wait for b's lock on node2", func() bool {
-				return len(queryCol(t, node2, "SELECT 1 FROM information_schema.innodb_lock_waits")) > 0
-			})
+			// Sent: waiting for b's lock.
+			// (InnoDB refreshes what information_schema shows of its locks
+			// only when nobody read it for 100 ms: poll slower than that.)
+			for start := time.Now(); len(queryCol(t, node2, "SELECT 1 FROM information_schema.innodb_lock_waits")) == 0; {
+				if time.Since(start) > 20*time.Second {
+					t.Fatal("a does not wait for b's lock on node2 after 20s")
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
 			start := time.Now()
 			err := move(b, 1, 20) // b waits on node1 for a: the cycle
 			took := time.Since(start)
+			t.Logf("b's statement answered after %v", took)
 			var me *gomysql.MySQLError
 			if !errors.As(err, &me) || me.Number != 1213 || me.SQLState != [5]byte{'4', '0', '0', '0', '1'} ||
 				me.Message != "Deadlock found when trying to get lock; try restarting transaction" {
@@ -84,7 +106,7 @@ func TestCrossNodeDeadlock(t *testing.T) {
 			wantColConn(t, b, "SELECT n FROM sh_user WHERE id IN (1, 5) ORDER BY id", "90,110", "after the deadlock")
 			wantColConn(t, b, "SELECT @@in_transaction", "0", "b after the deadlock")
 			noPreparedBranches(t)
-			m := scrape(t, p)
+			m := scrape(t, pb) // b's instance stopped it
 			if c, v := metricValue(m, "keyshard_deadlocks_total"), metricValue(m, "keyshard_deadlock_victims_total"); c < 1 || v < 1 {
 				t.Errorf("keyshard_deadlocks_total %v, keyshard_deadlock_victims_total %v; want at least 1", c, v)
 			}
