@@ -18,7 +18,7 @@
 // the transaction back on every node, as one server would. Waits that
 // are not cycles are left alone. Its cost, with no statement waiting, is
 // a look at the registered transactions every threshold/2; while one
-// waits, a query to each node involved every 200-250 ms (see recheck).
+// waits, a query to each node involved every 110-140 ms (see recheck).
 //
 // Several keyshard instances sharing their config in etcd see each other's
 // transactions through Peers: while one of its statements waits, each
@@ -51,7 +51,7 @@ import (
 
 // Threshold is how long a statement of a transaction over several nodes
 // runs before the detector looks for a cycle it may be in.
-const Threshold = 100 * time.Millisecond
+const Threshold = 50 * time.Millisecond
 
 // recheck is the least time between two reads of the lock waits. InnoDB
 // answers information_schema's INNODB_* tables from a cache it refreshes
@@ -59,7 +59,7 @@ const Threshold = 100 * time.Millisecond
 // (this detector, another instance's, a monitoring tool) would read the
 // same stale answer for ever. A little jitter keeps two instances from
 // reading in step.
-const recheck = 200 * time.Millisecond
+const recheck = 110 * time.Millisecond
 
 // Env is what the detector reads of the running configuration.
 type Env interface {
