@@ -384,6 +384,11 @@ func (t *stmtTable) stmtExecute(st *prepared, p []byte) error {
 	if st.sticky != "" {
 		s.lease.Stick(st.sticky)
 	}
+	if st.kind == router.KindDDL && s.route != nil && s.route.Sharded() {
+		if err := ddlCommit(s, st.sql, router.Classify(st.sql)); err != nil {
+			return s.fail(err)
+		}
+	}
 	if s.lease.Branches() > 0 {
 		switch st.kind {
 		case router.KindCommit, router.KindRollback, router.KindBegin, router.KindDDL, router.KindCall, router.KindLockTables,

@@ -203,10 +203,15 @@ func (e *Engine) sendBatch(l *Leg) error {
 func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send func(l *Leg) error) error {
 	isSelect := kind == router.KindSelect
 	p := Write
-	if read {
+	switch {
+	case read:
 		p = Read
+	case kind == router.KindDDL:
+		// It commits implicitly: the session's transaction was committed
+		// first (Lease.CommitImplicit), and it runs outside any.
+		p = NoTx
 	}
-	if len(rt.Routes) > 1 && e.Conns.Holding() && !e.Conns.Spans() && (read || !e.Conns.OpenTx()) {
+	if p != NoTx && len(rt.Routes) > 1 && e.Conns.Holding() && !e.Conns.Spans() && (read || !e.Conns.OpenTx()) {
 		// (A write with autocommit off and no transaction yet opens one
 		// over its nodes, in transaction_mode xa: OpenTx.)
 		if !read && e.Conns.Deferred() {
