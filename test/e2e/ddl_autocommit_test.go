@@ -293,3 +293,37 @@ func TestDDLPrepared(t *testing.T) {
 		t.Fatalf("sub-tables after a refused PREPARE: %v", got)
 	}
 }
+
+// In transaction_mode single (a transaction stays on one node), DDL over
+// both nodes with autocommit off runs too, having committed the
+// transaction open on one; so it does from a session whose connection is
+// pinned for good (user variables), which keeps it.
+func TestDDLAutocommitOffSingleMode(t *testing.T) {
+	setupDDLDB(t)
+	p := startProxy(t, singleMode(ddlYAML("%ADDR%")))
+	db := p.open(t, "ks:ks", ddlDB, "")
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	mustExecConn(t, c, "SET autocommit = 0")
+	mustExecConn(t, c, "SET @pinned = 42")
+	mustExecConn(t, c, "CREATE TABLE IF NOT EXISTS dt_commit (id BIGINT PRIMARY KEY, v INT NOT NULL)")
+	wantAllSubTables(t, "dt_commit")
+	mustExecConn(t, c, "INSERT INTO dt_commit (id, v) VALUES (0, 0), (1, 1)") // node1 only
+	wantRows(t, "before the DDL (not committed)", "dt_commit", noRows...)
+	mustExecConn(t, c, "CREATE TABLE IF NOT EXISTS warehouse1 (id BIGINT PRIMARY KEY, v INT NOT NULL)")
+	wantAllSubTables(t, "warehouse1")
+	wantRows(t, "after the DDL (committed implicitly)", "dt_commit", [][]string{{"0"}, {"1"}, nil, nil}...)
+	if v := scalarConn(t, c, "SELECT @pinned"); v != "42" {
+		t.Fatalf("@pinned after the DDL: %q, want 42", v)
+	}
+	if ac := scalarConn(t, c, "SELECT @@autocommit"); ac != "0" {
+		t.Fatalf("@@autocommit after the DDL: %s, want 0", ac)
+	}
+	mustExecConn(t, c, "INSERT INTO dt_commit (id, v) VALUES (4, 4)")
+	mustExecConn(t, c, "ROLLBACK")
+	wantRows(t, "after a rolled-back write", "dt_commit", [][]string{{"0"}, {"1"}, nil, nil}...)
+	noXALeft(t)
+}
