@@ -181,10 +181,12 @@ func sendQuery(l *Leg) error {
 }
 
 // sendBatch sends a fan-out leg's statements as one multi-statement batch
-// (the connection is switched to multi-statements for it).
+// (the connection is switched to multi-statements for it; its autocommit
+// stays as Acquire set it: on for a leg run outside the session's
+// transaction, see AutocommitOn and NoTx).
 func (e *Engine) sendBatch(l *Leg) error {
 	if len(l.Route.SQL) > 1 {
-		if err := l.BC.Sync(e.Vars.DB, true, e.Vars.Autocommit, e.Vars.State); err != nil {
+		if err := l.BC.Sync(e.Vars.DB, true, l.BC.Autocommit(), e.Vars.State); err != nil {
 			return err
 		}
 	}
