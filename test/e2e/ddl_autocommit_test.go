@@ -29,6 +29,7 @@ func ddlYAML(addr string) string {
 		fmt.Fprintf(&b, "      - db: %s\n        table: %s\n        key: id\n        nodes: [node1, node2]\n"+
 			"        type: hash\n        locations: [2, 2]\n", ddlDB, tb)
 	}
+	fmt.Fprintf(&b, "      - db: %s\n        table: dt_glob\n        nodes: [node1, node2]\n        type: global\n", ddlDB)
 	return twoNodeYAML(addr, b.String())
 }
 
@@ -163,6 +164,22 @@ func TestDDLAutocommitOffCreate(t *testing.T) {
 	mustExecConn(t, c, create)
 	wantAllSubTables(t, "warehouse1")
 	noXALeft(t)
+
+	// A global table's copies likewise, after a write to commit.
+	mustExecConn(t, c, "INSERT INTO warehouse1 (id, v) VALUES (0, 0), (2, 2)")
+	mustExecConn(t, c, "CREATE TABLE dt_glob (id INT PRIMARY KEY)")
+	mustExecConn(t, c, "ALTER TABLE dt_glob ADD COLUMN x INT NOT NULL DEFAULT 3")
+	for _, port := range []int{basePort, basePort + 1} {
+		if got := queryCol(t, direct(t, port, ddlDB), "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "+
+			"AND table_name = 'dt_glob' ORDER BY ordinal_position", ddlDB); !slices.Equal(got, []string{"id", "x"}) {
+			t.Fatalf("the copy of dt_glob on backend %d has columns %v", port, got)
+		}
+	}
+	wantRows(t, "after DDL on a global table", "warehouse1", [][]string{{"0"}, nil, {"2"}, nil}...)
+	noXALeft(t)
+	if ac := scalarConn(t, c, "SELECT @@autocommit"); ac != "0" {
+		t.Fatalf("@@autocommit after the DDL: %s, want 0", ac)
+	}
 }
 
 // A DDL commits the session's open transaction first, as the server does:
