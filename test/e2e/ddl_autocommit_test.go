@@ -205,11 +205,28 @@ func TestDDLImplicitCommit(t *testing.T) {
 	// A transaction on node2 only, then DDL on an unsharded table (on the
 	// default node, node1).
 	mustExecConn(t, c, "INSERT INTO dt_commit (id, v) VALUES (6, 6)")
-	mustExecConn(t, c, "CREATE TABLE plain_ddl (id INT PRIMARY KEY)")
+	mustExecConn(t, c, "CREATE TABLE plain_ddl (id INT AUTO_INCREMENT PRIMARY KEY)")
 	committed[2] = []string{"2", "6"}
 	wantRows(t, "after DDL on an unsharded table", "dt_commit", committed...)
 	if got := allRows(t, direct(t, basePort, ddlDB), "SHOW TABLES LIKE 'plain_ddl'"); len(got) != 1 {
 		t.Fatalf("plain_ddl on node1: %v", got)
+	}
+	noXALeft(t)
+
+	// After a DDL over both nodes, ROW_COUNT() is 0 and LAST_INSERT_ID()
+	// what it was, as on the server.
+	mustExecConn(t, c, "INSERT INTO plain_ddl VALUES (NULL), (NULL)")
+	mustExecConn(t, c, "INSERT INTO dt_commit (id, v) VALUES (10, 10), (11, 11)")
+	mustExecConn(t, c, "ALTER TABLE dt_commit ADD COLUMN w INT")
+	var rc, id int64
+	if err := c.QueryRowContext(context.Background(), "SELECT ROW_COUNT(), LAST_INSERT_ID()").Scan(&rc, &id); err != nil || rc != 0 || id != 1 {
+		t.Fatalf("after the ALTER: ROW_COUNT() %d, LAST_INSERT_ID() %d (%v), want 0 and 1", rc, id, err)
+	}
+	committed[2] = []string{"2", "6", "10"}
+	committed[3] = []string{"3", "11"}
+	wantRows(t, "after the ALTER", "dt_commit", committed...)
+	if got := queryCol(t, direct(t, basePort, ddlDB), "SELECT CAST(id AS CHAR) FROM plain_ddl ORDER BY id"); !slices.Equal(got, []string{"1", "2"}) {
+		t.Fatalf("plain_ddl after the ALTER: %v", got)
 	}
 	noXALeft(t)
 	if ac := scalarConn(t, c, "SELECT @@autocommit"); ac != "0" {
