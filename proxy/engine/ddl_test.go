@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/router"
 )
@@ -124,5 +126,38 @@ func TestLeaseCommitImplicitBranches(t *testing.T) {
 	en.wantDDLOutsideTx(1, skip2)
 	if l.Pinned() != nil || l.Branches() != 0 || l.TxOpen() {
 		t.Errorf("after the DDL: pinned %v branches %d tx open %v", l.Pinned() != nil, l.Branches(), l.TxOpen())
+	}
+}
+
+// A two-phase commit that fails (a branch refuses XA PREPARE) rolls the
+// transaction back on every node, and CommitImplicit says so: the DDL
+// must not run.
+func TestLeaseCommitImplicitFails(t *testing.T) {
+	en := newEnv(t, deprecate, nil, func(c *fakeConn, cmd byte, arg string) bool {
+		if cmd == mysql.COM_QUERY && strings.HasPrefix(arg, "XA PREPARE ") {
+			c.fail(mysql.ER_XAER_RMFAIL, "XAER_RMFAIL")
+			return true
+		}
+		return false
+	})
+	l, n1, n2 := en.lease, en.nodes["n1"], en.nodes["n2"]
+	l.XA = &fakeAtomic{}
+	first := en.acquire(n1, Write)
+	en.exec(first, "BEGIN")
+	en.exec(first, "UPDATE t1")
+	l.Release(first)
+	br := en.acquire(n2, Write)
+	en.exec(br, "UPDATE t2")
+	l.Release(br)
+	err := l.CommitImplicit()
+	var ee *Error
+	if !errors.As(err, &ee) || ee.Kind != KindTxLost || !strings.Contains(ee.Msg, "rolled back on every node") {
+		t.Fatalf("CommitImplicit with a branch refusing PREPARE: %v", err)
+	}
+	if got := en.fakes[0].commands(first.ThreadID()); got[len(got)-1] != "ROLLBACK" {
+		t.Errorf("n1 received %q, want its part rolled back", got)
+	}
+	if l.Pinned() != nil || l.Branches() != 0 || l.TxOpen() {
+		t.Errorf("after the failed commit: pinned %v branches %d tx open %v", l.Pinned() != nil, l.Branches(), l.TxOpen())
 	}
 }

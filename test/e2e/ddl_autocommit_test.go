@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/keyshard/keyshard/proxy/engine"
 )
 
 // DDL on sharded tables as applications send it: with autocommit off (the
@@ -360,4 +363,49 @@ func TestDDLAutocommitOffSingleMode(t *testing.T) {
 	mustExecConn(t, c, "ROLLBACK")
 	wantRows(t, "after a rolled-back write", "dt_commit", [][]string{{"0"}, {"1"}, nil, nil}...)
 	noXALeft(t)
+}
+
+// When the implicit commit before a DDL fails (node2's branch lost at
+// XA PREPARE), the transaction is rolled back on every node, the client
+// gets the commit's error, and the DDL does not run.
+func TestDDLImplicitCommitFails(t *testing.T) {
+	_, _, c := ddlSession(t, false)
+	mustExecConn(t, c, "CREATE TABLE dt_alter (id BIGINT PRIMARY KEY, v INT NOT NULL)")
+	mustExecConn(t, c, "BEGIN")
+	mustExecConn(t, c, "INSERT INTO dt_alter (id, v) VALUES (0, 0), (2, 2)")
+	node2 := direct(t, basePort+1, "")
+	var killed atomic.Bool // set on the session's goroutine
+	f := func(step, node string) {
+		if step != "prepare" || node != "node2" || !killed.CompareAndSwap(false, true) {
+			return
+		}
+		var id int64
+		if err := node2.QueryRow("SELECT trx_mysql_thread_id FROM information_schema.innodb_trx").Scan(&id); err != nil {
+			t.Errorf("finding the branch on node2: %v", err)
+			return
+		}
+		if _, err := node2.Exec(fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+			t.Errorf("killing the branch on node2: %v", err)
+		}
+	}
+	engine.Failpoint.Store(&f)
+	t.Cleanup(func() { engine.Failpoint.Store(nil) })
+	_, err := c.ExecContext(context.Background(), "ALTER TABLE dt_alter ADD COLUMN extra INT")
+	engine.Failpoint.Store(nil)
+	if !killed.Load() {
+		t.Fatalf("the ALTER did not commit the transaction first: %v", err)
+	}
+	wantErrContains(t, "ALTER whose implicit commit failed", err, 1181, "rolled back on every node")
+	for i := range 4 {
+		cols := queryCol(t, direct(t, ddlPort(i), ddlDB), "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "+
+			"AND table_name = ? ORDER BY ordinal_position", ddlDB, fmt.Sprintf("dt_alter_%04d", i))
+		if !slices.Equal(cols, []string{"id", "v"}) {
+			t.Fatalf("dt_alter_%04d has columns %v after the refused ALTER", i, cols)
+		}
+	}
+	wantRows(t, "after the failed implicit commit", "dt_alter", noRows...)
+	noXALeft(t)
+	// The session goes on, with no transaction open.
+	mustExecConn(t, c, "INSERT INTO dt_alter (id, v) VALUES (1, 1)")
+	wantRows(t, "a write after it", "dt_alter", [][]string{nil, {"1"}, nil, nil}...)
 }
