@@ -60,6 +60,8 @@
 //   - checks.go: privileges (user_list) and the SQL blacklist.
 //   - routed.go, introspect.go, textstmt.go: statements on sharded tables,
 //     SHOW / DESCRIBE / information_schema of them, text PREPARE.
+//   - ddl.go: DDL's implicit commit (as the server's) and what it needs of
+//     the sub-tables before it runs.
 //   - stmt.go, execute.go: binary-protocol prepared statements (stmtTable).
 //   - setvars.go, kill.go, timeout.go: SET, KILL, statement time limits
 //     (stmtLimit).

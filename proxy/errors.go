@@ -28,6 +28,9 @@ const (
 	errKilled
 	errOffline
 	errUserLimit
+	errTableExists  // a DDL's table exists (on some or all of its nodes)
+	errUnknownTable // a DROP TABLE's table is missing (on some or all)
+	errNoSuchTable  // a TRUNCATE TABLE's table is missing (on some or all)
 	errKindEnd
 )
 
@@ -55,6 +58,9 @@ var proxyCodes = map[errKind]uint16{
 	errKilled:          mysql.ER_QUERY_INTERRUPTED,
 	errOffline:         erServerOfflineMode,
 	errUserLimit:       mysql.ER_USER_LIMIT_REACHED,
+	errTableExists:     mysql.ER_TABLE_EXISTS_ERROR,
+	errUnknownTable:    mysql.ER_BAD_TABLE_ERROR,
+	errNoSuchTable:     mysql.ER_NO_SUCH_TABLE,
 }
 
 // erServerOfflineMode is MySQL's ER_SERVER_OFFLINE_MODE (offline_mode=ON),

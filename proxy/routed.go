@@ -35,7 +35,14 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 			if _, err := s.lease.EndTx(true); err != nil {
 				return true, s.fail(err)
 			}
-		case router.KindDDL, router.KindLockTables, router.KindCall, router.KindOther:
+		case router.KindDDL:
+			// A DDL commits the transaction implicitly, in two phases
+			// (ddlCommit, below); a temporary table's does not.
+			if !commitsImplicitly(sql, info) {
+				return true, s.fail(newErr(errNotSupported, "keyshard: CREATE or DROP TEMPORARY TABLE in a transaction over several "+
+					"nodes is not supported; COMMIT first (the transaction is still open)"))
+			}
+		case router.KindLockTables, router.KindCall, router.KindOther:
 			if isSavepointStmt(sql[info.Start:]) {
 				return true, s.fail(newErr(errNotSupported, "keyshard: savepoints in a transaction over several nodes are not supported "+
 					"(the transaction is still open)"))
@@ -71,6 +78,9 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	if n, ok, err := s.hintNode(sql[:info.Start]); err != nil {
 		return true, s.fail(err)
 	} else if ok {
+		if err := ddlCommit(s, sql, info); err != nil {
+			return true, s.fail(err)
+		}
 		return true, s.eng.Forward(n, p, nil, &info)
 	}
 	var pl *router.Plan
@@ -82,6 +92,9 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	}
 	s.tr.mark(digest.Parse)
 	if err != nil {
+		return true, s.fail(err)
+	}
+	if err := ddlCommit(s, sql, info); err != nil {
 		return true, s.fail(err)
 	}
 	if pl.Kind == router.PlanDefault {
@@ -97,10 +110,8 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		}
 		return true, s.eng.Forward(n, p, nil, &info)
 	}
-	if pl.Alters {
-		if err := s.subTablesAgree(pl.Tables()[0]); err != nil {
-			return true, s.fail(err)
-		}
+	if err := ddlCheck(s, pl, sql[info.Start:]); err != nil {
+		return true, s.fail(err)
 	}
 	rt := &s.rt
 	err = s.bindPlan(pl, rt, lits, leadingComments(sql, info))

@@ -43,7 +43,6 @@ type stmtTable struct {
 	textStmts map[string]*prepared
 	nextStmt  uint32
 	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
-	xbuf      []byte // EXECUTE packets rebuilt for a backend
 }
 
 // prepared is a client's prepared statement.
@@ -383,6 +382,11 @@ func (t *stmtTable) stmtExecute(st *prepared, p []byte) error {
 	}
 	if st.sticky != "" {
 		s.lease.Stick(st.sticky)
+	}
+	if st.kind == router.KindDDL && s.route != nil && s.route.Sharded() {
+		if err := ddlCommit(s, st.sql, router.Classify(st.sql)); err != nil {
+			return s.fail(err)
+		}
 	}
 	if s.lease.Branches() > 0 {
 		switch st.kind {

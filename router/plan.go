@@ -33,6 +33,12 @@ type Plan struct {
 	// CREATE or DROP INDEX): they must agree before it runs, or it would
 	// leave them further apart.
 	Alters bool
+	// Creates: CREATE TABLE without IF NOT EXISTS: no sub-table may exist
+	// before it runs, or it would create some and fail on the others.
+	Creates bool
+	// Drops: DROP TABLE without IF EXISTS, or TRUNCATE TABLE: every
+	// sub-table must exist before it runs.
+	Drops bool
 
 	tables    []*TableRule // sharded tables referenced; all share one layout
 	cond      *cond        // which sub-tables the WHERE allows; nil = all
@@ -754,9 +760,15 @@ func (b *builder) buildDDL(stmt ast.StmtNode) (*Plan, error) {
 	if hit == nil {
 		return b.plan, nil
 	}
-	switch stmt.(type) {
+	switch st := stmt.(type) {
 	case *ast.AlterTableStmt, *ast.CreateIndexStmt, *ast.DropIndexStmt:
 		b.plan.Alters = true
+	case *ast.CreateTableStmt:
+		b.plan.Creates = !st.IfNotExists && st.TemporaryKeyword == ast.TemporaryNone
+	case *ast.DropTableStmt:
+		b.plan.Drops = !st.IfExists && !st.IsView && st.TemporaryKeyword == ast.TemporaryNone
+	case *ast.TruncateTableStmt:
+		b.plan.Drops = true
 	}
 	if hit.rule.Global {
 		return b.copiesPlan(stmt, hit.rule, hit.rule.Nodes, false)

@@ -291,8 +291,15 @@ func (e *Engine) ForwardThen(n *backend.Node, raw []byte, sql *string, info *rou
 	retriable := e.Conns.Pinned() == nil && !e.Conns.Deferred() &&
 		(cmd == mysql.COM_FIELD_LIST || cmd == mysql.COM_STATISTICS || cmd == mysql.COM_QUERY && info != nil && router.Retriable(*info))
 	p := Write
-	if info != nil && cmd == mysql.COM_QUERY && router.ReadOnly(*info) {
+	switch {
+	case info == nil || cmd != mysql.COM_QUERY:
+	case router.ReadOnly(*info):
 		p = Read
+	case info.Kind == router.KindDDL && info.Flags&router.FlagTemporary == 0 && !e.Conns.TxOpen():
+		// DDL after the session's transaction was committed (see
+		// Lease.CommitImplicit): outside any, wherever the session's
+		// state is held.
+		p = NoTx
 	}
 	return e.forward(n, raw, sql, info, after, p, retriable)
 }

@@ -181,10 +181,12 @@ func sendQuery(l *Leg) error {
 }
 
 // sendBatch sends a fan-out leg's statements as one multi-statement batch
-// (the connection is switched to multi-statements for it).
+// (the connection is switched to multi-statements for it; its autocommit
+// stays as Acquire set it: on for a leg run outside the session's
+// transaction, see AutocommitOn and NoTx).
 func (e *Engine) sendBatch(l *Leg) error {
 	if len(l.Route.SQL) > 1 {
-		if err := l.BC.Sync(e.Vars.DB, true, e.Vars.Autocommit, e.Vars.State); err != nil {
+		if err := l.BC.Sync(e.Vars.DB, true, l.BC.Autocommit(), e.Vars.State); err != nil {
 			return err
 		}
 	}
@@ -203,10 +205,15 @@ func (e *Engine) sendBatch(l *Leg) error {
 func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send func(l *Leg) error) error {
 	isSelect := kind == router.KindSelect
 	p := Write
-	if read {
+	switch {
+	case read:
 		p = Read
+	case kind == router.KindDDL:
+		// It commits implicitly: the session's transaction was committed
+		// first (Lease.CommitImplicit), and it runs outside any.
+		p = NoTx
 	}
-	if len(rt.Routes) > 1 && e.Conns.Holding() && !e.Conns.Spans() && (read || !e.Conns.OpenTx()) {
+	if p != NoTx && len(rt.Routes) > 1 && e.Conns.Holding() && !e.Conns.Spans() && (read || !e.Conns.OpenTx()) {
 		// (A write with autocommit off and no transaction yet opens one
 		// over its nodes, in transaction_mode xa: OpenTx.)
 		if !read && e.Conns.Deferred() {

@@ -51,6 +51,14 @@ const (
 	// session could not keep): it reads the data as of now. The session's
 	// own setting is not learned from such a connection.
 	AutocommitOn
+	// NoTx: a statement that commits implicitly (DDL), run once the
+	// session's transaction was committed (CommitImplicit): the pinned
+	// connection when it is on the node (it holds no transaction now),
+	// else one of its own synced to the session, with autocommit on when
+	// the session has it off (its setting is not learned from it). Never
+	// opens a transaction or joins one as an XA branch, never refused for
+	// the session's state held on another node.
+	NoTx
 )
 
 // Lease owns the backend connections a client session holds, and why. A
@@ -294,6 +302,21 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 			l.meta = bc // released as it came: pinned or pooled, never (un)pinned
 		}
 		return bc, err
+	}
+	if p&NoTx != 0 {
+		if n == nil && l.pinned != nil {
+			return l.pinned, nil
+		}
+		if n == nil {
+			n = l.Default
+		}
+		if n == nil {
+			return nil, ErrNoSchema(l.User)
+		}
+		if l.pinned != nil && l.pinned.Pool() == n.Master {
+			return l.pinned, nil
+		}
+		return l.synced(n.Master, true)
 	}
 	if p&AutocommitOn != 0 && !l.Vars.Autocommit {
 		if n == nil {

@@ -72,6 +72,34 @@ func (l *Lease) EndTx(commit bool) (handled bool, err error) {
 	return true, err
 }
 
+// CommitImplicit commits what the session has open before a statement
+// that commits implicitly (DDL), as the server does before running one: a
+// transaction over several nodes in two phases (as COMMIT does, EndTx), a
+// transaction on the pinned connection with COMMIT; a deferred BEGIN,
+// which opened nothing yet, is dropped. Autocommit stays as it is. An
+// error means the transaction was not committed (EndTx's: it was rolled
+// back; a lost connection: it went with it, and the session ends), and
+// the statement must not run.
+func (l *Lease) CommitImplicit() error {
+	if len(l.branches) > 0 {
+		_, err := l.EndTx(true)
+		return err
+	}
+	l.txBegin, l.txImplied = "", false
+	bc := l.pinned
+	if bc == nil || bc.Broken() || !inTrans(bc) {
+		return nil
+	}
+	if _, err := bc.Exec("COMMIT"); err != nil {
+		if bc.Broken() {
+			l.Release(bc) // what it held is lost (TakeLost)
+		}
+		return err
+	}
+	l.Release(bc) // unpinned unless something else holds it
+	return nil
+}
+
 // commitBranches commits the branches and the first node's transaction
 // (first): the branches prepared, then the decision recorded and the
 // first node's transaction committed together, then the branches
