@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"context"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/keyshard/keyshard/backend"
@@ -106,7 +108,10 @@ func (s *Session) query(p []byte) error {
 	if q.info.Kind == router.KindDDL && err == nil && s.route != nil && s.route.Sharded() {
 		// Before the answer reaches the client: its next statement sees
 		// the columns the DDL made.
-		if cerr := s.srv.catalog.Refresh(s.srv.ctx, s.route); cerr != nil {
+		ctx, cancel := context.WithTimeout(s.srv.ctx, 2*time.Second)
+		cerr := s.srv.catalog.Refresh(ctx, s.route)
+		cancel()
+		if cerr != nil {
 			s.c.Log().Debug("catalog: reading the columns after DDL failed", zap.Error(cerr))
 		}
 	}
