@@ -109,6 +109,7 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 			return Errorf(KindTxLost, "keyshard: COMMIT failed (%s on %v): the transaction was rolled back on every node", strings.TrimSpace(q), err)
 		}
 	}
+	failpoint("decide", first.Node())
 	if _, err := first.Exec(l.XA.DecisionSQL(xid)); err != nil {
 		l.rollbackBranches(first)
 		return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
