@@ -29,9 +29,10 @@ import (
 // that any keyshard instance sharing the backends can finish what another
 // began: recovery (at start and every xa_recover_interval) runs XA RECOVER
 // on every node and commits each of keyshard's prepared branches whose
-// transaction has a commit decision, and rolls back those without one once
-// they are older than xa_prepared_timeout (recording the rollback first,
-// so that a late commit decision cannot win afterwards).
+// transaction has a commit decision, and rolls back those without one
+// once the instance that made them is dead (its liveness lock is free,
+// liveness.go) or they are older than xa_prepared_timeout (recording the
+// rollback first, so that a late commit decision cannot win afterwards).
 
 // erXANotA is ER_XAER_NOTA: no such XA transaction (any more).
 const erXANotA = 1397

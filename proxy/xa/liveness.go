@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/keyshard/keyshard/backend"
@@ -100,7 +101,8 @@ func (x *Coordinator) holdLocks(done chan<- struct{}) {
 	}
 }
 
-// checkLocks makes sure held has the lock on every node's master: a
+// checkLocks makes sure held has the lock on every node's master, the
+// nodes at once (one that does not answer holds up no other): a
 // connection that no longer answers is closed and the lock taken again on
 // a new one; a node gone from the configuration, or whose master moved,
 // has its old one closed.
@@ -114,38 +116,45 @@ func (x *Coordinator) checkLocks(held map[string]*lockConn) {
 			delete(held, name)
 		}
 	}
+	var wg sync.WaitGroup
 	for name, n := range nodes {
-		if x.ctx.Err() != nil {
-			return
-		}
 		lc := held[name]
 		if lc == nil {
 			lc = &lockConn{addr: n.Master.Addr()}
 			held[name] = lc
 		}
-		if lc.bc != nil {
-			err := ping(lc.bc)
-			if err == nil {
-				continue
-			}
-			x.log.Warn("the XA liveness lock's connection was lost; taking the lock again", zap.String("node", name), zap.Error(err))
-			lc.bc.Close()
-			lc.bc = nil
-		}
-		bc, err := x.takeLock(n.Master)
-		if err != nil {
-			if !lc.failed && x.ctx.Err() == nil {
-				x.log.Warn("cannot take the XA liveness lock (retrying every second; meanwhile other instances' recovery "+
-					"judges this one's branches by xa_prepared_timeout or sees it dead)", zap.String("node", name), zap.Error(err))
-			}
-			lc.failed = true
-			continue
-		}
-		if lc.failed {
-			x.log.Info("XA liveness lock taken", zap.String("node", name))
-		}
-		lc.bc, lc.failed = bc, false
+		wg.Go(func() { x.checkLock(name, n.Master, lc) }) // each touches its own lc only
 	}
+	wg.Wait()
+}
+
+// checkLock makes sure lc holds the lock on p (node name's master).
+func (x *Coordinator) checkLock(name string, p *backend.Pool, lc *lockConn) {
+	if lc.bc != nil {
+		err := ping(lc.bc)
+		if err == nil {
+			return
+		}
+		x.log.Warn("the XA liveness lock's connection was lost; taking the lock again", zap.String("node", name), zap.Error(err))
+		lc.bc.Close()
+		lc.bc = nil
+	}
+	if x.ctx.Err() != nil {
+		return
+	}
+	bc, err := x.takeLock(p)
+	if err != nil {
+		if !lc.failed && x.ctx.Err() == nil {
+			x.log.Warn("cannot take the XA liveness lock (retrying every second; until then another instance's recovery may "+
+				"take this one for dead and roll back its transactions there before their commit decision)", zap.String("node", name), zap.Error(err))
+		}
+		lc.failed = true
+		return
+	}
+	if lc.failed {
+		x.log.Info("XA liveness lock taken", zap.String("node", name))
+	}
+	lc.bc, lc.failed = bc, false
 }
 
 // ping checks that bc still answers (its session, and the lock with it,
