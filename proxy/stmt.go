@@ -43,7 +43,6 @@ type stmtTable struct {
 	textStmts map[string]*prepared
 	nextStmt  uint32
 	lastStmt  uint32 // the last PREPARE's statement, 0 if it failed (id 0xffffffff)
-	xbuf      []byte // EXECUTE packets rebuilt for a backend
 }
 
 // prepared is a client's prepared statement.
