@@ -21,6 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"math/rand/v2"
 	"net"
@@ -33,7 +34,7 @@ import (
 	"syscall"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 )
 
 const accounts, balance = 16, 1000 // ids 0-3, 8-11 on node1; 4-7, 12-15 on node2
@@ -47,6 +48,7 @@ func main() {
 	kills := flag.Int("kills", 3, "SIGKILLs during the run")
 	workers := flag.Int("workers", 8, "clients")
 	flag.Parse()
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0)) // the driver's notes of each lost connection
 	logf, err := os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		log.Fatal(err)
