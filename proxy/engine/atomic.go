@@ -240,6 +240,9 @@ func (w *atomicWrite) commit() error {
 		return fmt.Errorf("keyshard: XA PREPARE on %w; nothing was changed (rolled back on every node)", err)
 	}
 	failpoint("decide", w.legs[0].BC.Node())
+	// Recovery may have recorded a rollback first (this instance taken for
+	// dead, see proxy/xa/liveness.go): Decide then fails and the rollback
+	// stands.
 	if err := w.e.XA.Decide(context.Background(), w.xid); err != nil {
 		// The decision may have been recorded all the same (a lost
 		// answer): a rollback decision settles it, unless the commit won.
