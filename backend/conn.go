@@ -565,6 +565,10 @@ func (c *Conn) Reset() error {
 // SetDeadline sets the I/O deadline on the underlying socket.
 func (c *Conn) SetDeadline(t time.Time) error { return c.pkt.NetConn().SetDeadline(t) }
 
+// Close closes a connection from Pool.Dial (one of the pool's goes back
+// with Put or Discard instead).
+func (c *Conn) Close() { c.close() }
+
 func (c *Conn) close() {
 	c.forgetStmts()
 	if c.pkt != nil {

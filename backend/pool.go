@@ -691,6 +691,12 @@ func itoa(n int) string {
 	return string(b[i:])
 }
 
+// Dial opens a connection of the caller's own to the pool's server: not
+// counted by the pool, never pooled, closed with Conn.Close. For a
+// session that must live as long as its owner wants, and no longer (the
+// XA coordinator's liveness lock).
+func (p *Pool) Dial(ctx context.Context) (*Conn, error) { return dial(ctx, p, DefaultFlavor) }
+
 // KillQuery interrupts the statement running on the backend connection with
 // the given thread id, over a fresh connection (the pool may be exhausted).
 func (p *Pool) KillQuery(ctx context.Context, threadID uint32) error {

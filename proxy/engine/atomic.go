@@ -54,7 +54,9 @@ type Atomic interface {
 
 // Failpoint, when set (tests only), is called at each step of a write
 // over several nodes, before it runs on a node: "prepare" (XA PREPARE),
-// "commit" (XA COMMIT).
+// "decide" (recording the commit decision, every branch prepared; node:
+// the first leg's, or the transaction's first node), "commit" (XA
+// COMMIT).
 var Failpoint atomic.Pointer[func(step, node string)]
 
 func failpoint(step, node string) {
@@ -237,6 +239,10 @@ func (w *atomicWrite) commit() error {
 		w.abort()
 		return fmt.Errorf("keyshard: XA PREPARE on %w; nothing was changed (rolled back on every node)", err)
 	}
+	failpoint("decide", w.legs[0].BC.Node())
+	// Recovery may have recorded a rollback first (this instance taken for
+	// dead, see proxy/xa/liveness.go): Decide then fails and the rollback
+	// stands.
 	if err := w.e.XA.Decide(context.Background(), w.xid); err != nil {
 		// The decision may have been recorded all the same (a lost
 		// answer): a rollback decision settles it, unless the commit won.

@@ -137,6 +137,10 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 			return Errorf(KindTxLost, "keyshard: COMMIT failed (%s on %v): the transaction was rolled back on every node", strings.TrimSpace(q), err)
 		}
 	}
+	failpoint("decide", first.Node())
+	// A rollback recorded first by recovery (this instance taken for dead,
+	// see proxy/xa/liveness.go) makes this INSERT fail with a duplicate;
+	// one recorded after must wait for this transaction and then loses.
 	if _, err := first.Exec(l.XA.DecisionSQL(xid)); err != nil {
 		l.rollbackBranches(first)
 		return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)

@@ -29,9 +29,10 @@ import (
 // that any keyshard instance sharing the backends can finish what another
 // began: recovery (at start and every xa_recover_interval) runs XA RECOVER
 // on every node and commits each of keyshard's prepared branches whose
-// transaction has a commit decision, and rolls back those without one once
-// they are older than xa_prepared_timeout (recording the rollback first,
-// so that a late commit decision cannot win afterwards).
+// transaction has a commit decision, and rolls back those without one
+// once the instance that made them is dead (its liveness lock is free,
+// liveness.go) or they are older than xa_prepared_timeout (recording the
+// rollback first, so that a late commit decision cannot win afterwards).
 
 // erXANotA is ER_XAER_NOTA: no such XA transaction (any more).
 const erXANotA = 1397
@@ -305,173 +306,16 @@ func (x *Coordinator) Outcome(committed bool, nodes int) {
 	}
 }
 
-// Run forgets finished decisions and recovers prepared branches, until
-// the server stops (the ctx of New); Stopped is closed when it returns.
-func (x *Coordinator) Run() {
-	defer close(x.stopped)
-	interval := x.env.Config().XARecoverInterval.D()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	x.recoverAll()
-	for {
-		select {
-		case <-x.ctx.Done():
-			return
-		case xid := <-x.done:
-			_, node, _ := parseXID(xid)
-			if _, err := x.logExec(x.ctx, node, "DELETE FROM $T WHERE gtrid = "+backend.Quote(xid)); err != nil {
-				x.log.Debug("forgetting an XA decision failed (recovery retries)", zap.String("xid", xid), zap.Error(err))
-			}
-		case <-t.C:
-			x.recoverAll()
-		}
-	}
-}
-
-// preparedBranch is one branch XA RECOVER lists.
-type preparedBranch struct{ gtrid, bqual string }
-
-// recoverAll finishes every prepared branch of keyshard's on every node.
-func (x *Coordinator) recoverAll() {
-	timeout := x.env.Config().XAPreparedTimeout.D()
-	inDoubt := int64(0)
-	var seen []string // prepared transactions: their decisions stay
-	seenNow := map[string]bool{}
-	complete := true
-	for name, n := range x.env.Nodes() {
-		branches, err := x.prepared(n.Master)
-		if err != nil {
-			x.log.Debug("XA RECOVER failed", zap.String("node", name), zap.Error(err))
-			complete = false
-			continue
-		}
-		for _, b := range branches {
-			seen = append(seen, backend.Quote(b.gtrid))
-			key := name + "\x00" + b.gtrid + "\x00" + b.bqual
-			seenNow[key] = true
-			age := x.preparedFor(key)
-			out, err := x.outcome(x.ctx, b.gtrid)
-			if err != nil {
-				inDoubt++
-				continue
-			}
-			if out == 0 {
-				if age < timeout {
-					inDoubt++ // maybe still running: its coordinator decides
-					continue
-				}
-				if out, err = x.decide(x.ctx, b.gtrid, 'R'); err != nil {
-					inDoubt++
-					continue
-				}
-			}
-			verb := "XA ROLLBACK "
-			if out == 'C' {
-				verb = "XA COMMIT "
-			}
-			if err := x.finish(n.Master, verb+backend.Quote(b.gtrid)+","+backend.Quote(b.bqual)); err != nil {
-				x.log.Warn("XA recovery could not finish a branch", zap.String("node", name), zap.String("xid", b.gtrid), zap.Error(err))
-				inDoubt++
-				continue
-			}
-			x.recovered.Add(1)
-			x.log.Info("XA branch recovered", zap.String("node", name), zap.String("xid", b.gtrid), zap.String("action", verb))
-		}
-	}
-	x.inDoubt.Store(inDoubt)
-	x.forgetUnseen(seenNow)
-	if complete {
-		// Commit decisions whose transactions no node holds prepared any
-		// more (their Done was lost) go, once well past the timeout;
-		// rollback decisions stay a day, so that a coordinator stalled
-		// that long still finds its transaction rolled back.
-		q := fmt.Sprintf("DELETE FROM $T WHERE (outcome = 'C' AND decided_at < NOW(6) - INTERVAL %d SECOND OR "+
-			"decided_at < NOW(6) - INTERVAL 1 DAY)", int(2*timeout/time.Second)+1)
-		if len(seen) > 0 {
-			q += " AND gtrid NOT IN (" + strings.Join(seen, ", ") + ")"
-		}
-		x.ready.Range(func(node, _ any) bool {
-			_, _ = x.logExec(x.ctx, node.(string), q)
-			return true
-		})
-	}
-}
-
-// prepared lists keyshard's prepared branches on pool p's server.
-func (x *Coordinator) prepared(p *backend.Pool) ([]preparedBranch, error) {
-	bc, put, err := conn(x.ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	defer put()
-	r, err := bc.Exec("XA RECOVER")
-	if err != nil {
-		return nil, err
-	}
-	var out []preparedBranch
-	for _, row := range r.Rows {
-		// formatID, gtrid_length, bqual_length, data
-		if len(row) < 4 || row[0] == nil || *row[0] != "1" || row[1] == nil || row[2] == nil || row[3] == nil {
-			continue
-		}
-		gl, _ := strconv.Atoi(*row[1])
-		bl, _ := strconv.Atoi(*row[2])
-		data := *row[3]
-		if gl+bl != len(data) || !strings.HasPrefix(data, xidPrefix) {
-			continue
-		}
-		if _, _, ok := parseXID(data[:gl]); !ok {
-			continue
-		}
-		out = append(out, preparedBranch{gtrid: data[:gl], bqual: data[gl:]})
-	}
-	return out, nil
-}
-
-// finish runs q (XA COMMIT or ROLLBACK of a prepared branch) on p.
-func (x *Coordinator) finish(p *backend.Pool, q string) error {
-	bc, put, err := conn(x.ctx, p)
-	if err != nil {
-		return err
-	}
-	defer put()
-	_, err = bc.Exec(q)
-	return err
-}
-
-// preparedFor is how long recovery has seen branch prepared (its age
-// counts from then, not from its coordinator's clock).
-func (x *Coordinator) preparedFor(branch string) time.Duration {
-	x.seenMu.Lock()
-	defer x.seenMu.Unlock()
-	t, ok := x.seen[branch]
-	if !ok {
-		t = time.Now()
-		x.seen[branch] = t
-	}
-	return time.Since(t)
-}
-
-// forgetUnseen drops the branches recovery no longer sees prepared.
-func (x *Coordinator) forgetUnseen(now map[string]bool) {
-	x.seenMu.Lock()
-	defer x.seenMu.Unlock()
-	for b := range x.seen {
-		if !now[b] {
-			delete(x.seen, b)
-		}
-	}
-}
-
 // KillAt makes the process kill itself (SIGKILL, nothing flushed or
 // rolled back) at the n-th time a write over several nodes reaches step
-// ("prepare": before a branch's XA PREPARE; "commit": before a branch's XA
-// COMMIT, after the decision is recorded). For fault tests only: the
-// binary sets it from KS_FAILPOINT=kill:<step>:<n>.
+// ("prepare": before a branch's XA PREPARE; "decide": every branch
+// prepared, before the commit decision is recorded; "commit": before a
+// branch's XA COMMIT, after the decision is recorded). For fault tests
+// only: the binary sets it from KS_FAILPOINT=kill:<step>:<n>.
 func KillAt(spec string) error {
 	f := strings.Split(spec, ":")
-	if len(f) != 3 || f[0] != "kill" || f[1] != "prepare" && f[1] != "commit" {
-		return fmt.Errorf("KS_FAILPOINT %q: want kill:prepare:N or kill:commit:N", spec)
+	if len(f) != 3 || f[0] != "kill" || f[1] != "prepare" && f[1] != "decide" && f[1] != "commit" {
+		return fmt.Errorf("KS_FAILPOINT %q: want kill:prepare:N, kill:decide:N or kill:commit:N", spec)
 	}
 	n, err := strconv.Atoi(f[2])
 	if err != nil || n < 1 {

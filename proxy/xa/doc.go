@@ -3,10 +3,12 @@
 //
 //   - Coordinator, the XA coordinator the engine commits with
 //     (engine.Atomic): transaction ids, the commit decisions kept in a
-//     table on a backend (xa_log_node, xa_log_db), the recovery loop (Run)
-//     that finishes prepared branches by their decision, and what the
-//     operator sees and does by hand (Branches, Resolve); KillAt, the
-//     fault tests' failpoint;
+//     table on a backend (xa_log_node, xa_log_db; coordinator.go), the
+//     recovery loop (Run, recovery.go) that finishes prepared branches by
+//     their decision, the liveness lock each instance holds on every node
+//     so that recovery rolls back a dead instance's undecided branches at
+//     once (liveness.go), and what the operator sees and does by hand
+//     (Branches, Resolve); KillAt, the fault tests' failpoint;
 //   - Sequences, the ids of sharded tables' auto_increment columns, drawn
 //     in blocks from a table next to the decisions.
 //

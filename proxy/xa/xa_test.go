@@ -43,3 +43,44 @@ func TestKillAtRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestXIDInstance(t *testing.T) {
+	x := &Coordinator{instance: "0a1b2c3d"}
+	if got := xidInstance(x.TxXID("node-2")); got != "0a1b2c3d" {
+		t.Fatalf("xidInstance of this instance's XID: %q", got)
+	}
+	for _, bad := range []string{"", "ks-a-b-c", "other-0a1b2c3d-1-2-n"} {
+		if got := xidInstance(bad); got != "" {
+			t.Errorf("xidInstance(%q) = %q, want none", bad, got)
+		}
+	}
+	if got := lockName("0a1b2c3d"); got != "keyshard-xa-0a1b2c3d" {
+		t.Errorf("lockName: %q", got)
+	}
+}
+
+// Recovery runs again a second after it finds another instance's branch
+// in doubt for the first time, backing off to xa_recover_interval while
+// branches stay in doubt.
+func TestNextPass(t *testing.T) {
+	x := &Coordinator{}
+	const interval = 30 * time.Second
+	for _, c := range []struct {
+		r          passResult
+		last, want time.Duration
+	}{
+		{passResult{}, interval, interval},
+		{passResult{othersInDoubt: 1, newInDoubt: true}, interval, time.Second},
+		{passResult{othersInDoubt: 1}, time.Second, 2 * time.Second},
+		{passResult{othersInDoubt: 3}, 16 * time.Second, interval},
+		{passResult{othersInDoubt: 1, newInDoubt: true}, 8 * time.Second, time.Second},
+		{passResult{}, 2 * time.Second, interval},
+	} {
+		if got := x.nextPass(c.r, c.last, interval); got != c.want {
+			t.Errorf("nextPass(%+v, %s) = %s, want %s", c.r, c.last, got, c.want)
+		}
+	}
+	if got := x.nextPass(passResult{othersInDoubt: 1, newInDoubt: true}, 200*time.Millisecond, 200*time.Millisecond); got != 200*time.Millisecond {
+		t.Errorf("nextPass with a 200ms interval: %s", got)
+	}
+}

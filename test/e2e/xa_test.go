@@ -387,12 +387,15 @@ func TestXADeadlockOnFirstNode(t *testing.T) {
 
 // A prepared branch recovery cannot decide yet is in doubt: ADMIN XA and
 // GET /api/v1/xa list it, keyshard_xa_in_doubt counts it, and ADMIN XA
-// ROLLBACK (or COMMIT) finishes it by hand.
+// ROLLBACK (or COMMIT) finishes it by hand. Its instance (cafebabe) looks
+// alive: a connection here holds its liveness lock on node1, the
+// transaction's decision node.
 func TestXAInDoubtByHand(t *testing.T) {
 	setupShardDB(t)
 	ctx := context.Background()
 	node2 := direct(t, basePort+1, "shard_e2e")
 	mustExec(t, node2, "CREATE TABLE xa_hand (id INT PRIMARY KEY)")
+	holdLivenessLock(t, "cafebabe")
 	xid := fmt.Sprintf("ks-cafebabe-%d-1-node1", time.Now().UnixMilli())
 	c, err := node2.Conn(ctx)
 	if err != nil {
