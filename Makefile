@@ -34,7 +34,7 @@ build: ## build bin/keyshard (version from git describe)
 test: fmtcheck vet ## gofmt check, go vet, go test -race ./... (end-to-end tests start their own MariaDB), 5s of each fuzz target, then the driver matrix
 	scripts/backends.sh install
 	scripts/etcd.sh install
-	$(GO) test -race -count=1 -timeout 12m ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 	# Without -race too: the race build reads and writes sockets through package syscall, the release one with raw system calls (backend/sock).
 	$(GO) test -count=1 ./backend/... ./proxy/
 	GO="$(GO)" scripts/install_test.sh
