@@ -78,9 +78,9 @@ func TestTPCC(t *testing.T) {
 	binary := p.open(t, "ks:ks", "tpcc_e2e", "")
 	text := p.open(t, "ks:ks", "tpcc_e2e", "interpolateParams=true")
 	st, err := tpcc.Run(ctx, []*sql.DB{binary, text}, cfg, clients, perClient, 1)
-	t.Logf("%d transactions in %v: %v committed by type %v, %d new-orders rolled back (unused item), %d deadlock retries, "+
+	t.Logf("%d transactions in %v: %d committed, by type (%v) %v, %d new-orders rolled back (unused item), %d deadlock retries, "+
 		"%d of %d order lines remote (%d orders), %d of %d payments remote, %d orders delivered",
-		clients*perClient, time.Since(start), st.Total(), tpcc.TypeNames, st.Rollbacks, st.Deadlocks,
+		clients*perClient, time.Since(start), st.Total(), tpcc.TypeNames, st.Done, st.Rollbacks, st.Deadlocks,
 		st.RemoteLines, st.Lines, st.RemoteOrders, st.RemotePayments, st.Done[tpcc.Payment], st.Delivered)
 	if err != nil {
 		t.Fatal(err)
