@@ -183,6 +183,14 @@ func (f Facts) Check(cfg Config, s *Stats) []string {
 			fail("3.3.2.8 warehouse %d: w_ytd %v, sum(h_amount) %v", w, wytd[0], hw)
 		}
 	}
+	for _, t := range slices.Sorted(maps.Keys(f)) {
+		for k := range f[t] {
+			w, _, _ := strings.Cut(k, "/")
+			if n, err := strconv.Atoi(w); err != nil || n < 1 || n > cfg.Warehouses {
+				fail("%s: rows of warehouse %s, which does not exist", t, w)
+			}
+		}
+	}
 	sum := func(t string, i int) float64 {
 		var v float64
 		for _, r := range f[t] {
