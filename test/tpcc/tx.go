@@ -430,7 +430,9 @@ func (c *Client) delivery() func(context.Context) error {
 				return err
 			}
 			var cid int
-			if err := c.row(ctx, "SELECT o_c_id FROM orders WHERE o_id = ? AND o_d_id = ? AND o_w_id = ?", []any{oid, d, w}, &cid); err != nil {
+			// A locking read: the order may be newer than the snapshot
+			// the first district's plain read took (REPEATABLE READ).
+			if err := c.row(ctx, "SELECT o_c_id FROM orders WHERE o_id = ? AND o_d_id = ? AND o_w_id = ? FOR UPDATE", []any{oid, d, w}, &cid); err != nil {
 				return err
 			}
 			if err := c.exec(ctx, "UPDATE orders SET o_carrier_id = ? WHERE o_id = ? AND o_d_id = ? AND o_w_id = ?", carrier, oid, d, w); err != nil {
@@ -492,7 +494,16 @@ func Run(ctx context.Context, dbs []*sql.DB, cfg Config, clients, n int, seed ui
 				return NewClient(ctx, conn, cfg, i%cfg.Warehouses+1, seed+uint64(i))
 			}()
 			if err == nil {
-				defer cl.conn.Close()
+				defer func() {
+					// A timed run's end may cut a transaction between
+					// statements: roll it back before the connection goes
+					// back to db's pool, or the next user would read
+					// inside it.
+					bg := context.Background()
+					_, _ = cl.conn.ExecContext(bg, "ROLLBACK")
+					_, _ = cl.conn.ExecContext(bg, "SET autocommit=1")
+					cl.conn.Close()
+				}()
 				for k := 0; (n == 0 || k < n) && ctx.Err() == nil; k++ {
 					if err = cl.Next(ctx); err != nil {
 						if n == 0 && ctx.Err() != nil {
