@@ -9,7 +9,10 @@
 # Backends: scripts/backends.sh on 127.0.0.1:23600-23601 under
 # /tmp/keyshard-bench-tpcc; keyshard on 127.0.0.1:23697.
 # Env: KS_BIN (default: make build), WAREHOUSES (4), CLIENTS (8), TIME (30s),
-# DOWN=1 stops the backends at the end.
+# PARAMS (go-sql-driver DSN parameters for both targets, e.g.
+# interpolateParams=true for the text protocol; default: prepared statements),
+# DOWN=1 stops the backends at the end, PPROF=1 writes a CPU profile of
+# keyshard (20 s, from 5 s into its run) to .tmp/tpcc/keyshard.pprof.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=bench/lib.sh
@@ -27,6 +30,8 @@ for port in 23600 23601; do
 	scripts/backends.sh sql "$port" "DROP DATABASE IF EXISTS ks_tpcc; CREATE DATABASE ks_tpcc; DROP DATABASE IF EXISTS ks_tpcc_direct; CREATE DATABASE ks_tpcc_direct"
 done
 {
+	echo "web_addr: 127.0.0.1:23698"
+	echo "web_pprof_auth: false"
 	bench_users_node1 127.0.0.1:23697 | sed 's/23400/23600/'
 	cat <<YAML
   - name: node2
@@ -58,7 +63,13 @@ YAML
 YAML
 } >"$WORK/ks.yaml"
 start_keyshard "$KS_BIN" "$WORK/ks.yaml" "$WORK/keyshard.log" 23697
-go run ./bench/tpcc -targets "one MariaDB=ks:ks@tcp(127.0.0.1:23600)/ks_tpcc_direct,keyshard 2 nodes=ks:ks@tcp(127.0.0.1:23697)/ks_tpcc" \
+go build -o "$WORK/tpcc" ./bench/tpcc
+if [[ ${PPROF:-0} == 1 ]]; then
+	secs=${TIME:-30s}
+	secs=${secs%s}
+	(sleep $((secs + 8)) && curl -s -o "$WORK/keyshard.pprof" "http://127.0.0.1:23698/debug/pprof/profile?seconds=20") &
+fi
+"$WORK/tpcc" -targets "one MariaDB=ks:ks@tcp(127.0.0.1:23600)/ks_tpcc_direct?${PARAMS:-},keyshard 2 nodes=ks:ks@tcp(127.0.0.1:23697)/ks_tpcc?${PARAMS:-}" \
 	-warehouses "${WAREHOUSES:-4}" -clients "${CLIENTS:-8}" -time "${TIME:-30s}"
 ticks=$(cpu_ticks "$KS_PID")
 echo
