@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # bench/tpcc.sh: test/tpcc's TPC-C-like workload (bench/tpcc; the one
-# TestTPCC checks) for TIME on one MariaDB directly, then through keyshard
-# over two nodes with every table but item hash-sharded by its warehouse
-# column (2 x 2 sub-tables, item global). Each target is created and loaded
+# TestTPCC checks) on one MariaDB directly and through keyshard over two
+# nodes (every table but item hash-sharded by its warehouse column, 2 x 2
+# sub-tables, item global), in turn, ROUNDS times for TIME each. Each target is created and loaded
 # through itself, then CLIENTS clients run TPC-C's mix (1% of new-order
 # lines and 15% of payments for another warehouse), retrying deadlocks;
 # one markdown row per target, the consistency conditions checked after.
 # Backends: scripts/backends.sh on 127.0.0.1:23600-23601 under
 # /tmp/keyshard-bench-tpcc; keyshard on 127.0.0.1:23697.
-# Env: KS_BIN (default: make build), WAREHOUSES (4), CLIENTS (8), TIME (30s),
-# PARAMS (go-sql-driver DSN parameters for both targets, e.g.
-# interpolateParams=true for the text protocol; default: prepared statements),
-# DOWN=1 stops the backends at the end, PPROF=1 writes a CPU profile of
-# keyshard (20 s, from 5 s into its run) to .tmp/tpcc/keyshard.pprof.
+# Env: KS_BIN (default: make build), WAREHOUSES (4), CLIENTS (8), TIME (10s),
+# ROUNDS (3), PARAMS (go-sql-driver DSN parameters for both targets, e.g.
+# interpolateParams=true for the text protocol; default: prepared
+# statements), DOWN=1 stops the backends at the end, PPROF=1 writes a CPU
+# profile of keyshard (20 s, from its first round) to .tmp/tpcc/keyshard.pprof.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=bench/lib.sh
@@ -65,12 +65,12 @@ YAML
 start_keyshard "$KS_BIN" "$WORK/ks.yaml" "$WORK/keyshard.log" 23697
 go build -o "$WORK/tpcc" ./bench/tpcc
 if [[ ${PPROF:-0} == 1 ]]; then
-	secs=${TIME:-30s}
+	secs=${TIME:-10s}
 	secs=${secs%s}
-	(sleep $((secs + 8)) && curl -s -o "$WORK/keyshard.pprof" "http://127.0.0.1:23698/debug/pprof/profile?seconds=20") &
+	(sleep $((secs + 3)) && curl -s -o "$WORK/keyshard.pprof" "http://127.0.0.1:23698/debug/pprof/profile?seconds=20") &
 fi
 "$WORK/tpcc" -targets "one MariaDB=ks:ks@tcp(127.0.0.1:23600)/ks_tpcc_direct?${PARAMS:-},keyshard 2 nodes=ks:ks@tcp(127.0.0.1:23697)/ks_tpcc?${PARAMS:-}" \
-	-warehouses "${WAREHOUSES:-4}" -clients "${CLIENTS:-8}" -time "${TIME:-30s}"
+	-warehouses "${WAREHOUSES:-4}" -clients "${CLIENTS:-8}" -time "${TIME:-10s}" -rounds "${ROUNDS:-3}"
 ticks=$(cpu_ticks "$KS_PID")
 echo
-echo "keyshard's CPU over the whole run (idle during the first target): $(fcalc "$ticks / $(getconf CLK_TCK)") s"
+echo "keyshard's CPU over the whole run (idle while the other target runs): $(fcalc "$ticks / $(getconf CLK_TCK)") s"

@@ -1,10 +1,13 @@
 // Command tpcc runs test/tpcc's TPC-C-like workload (the one TestTPCC
-// checks) on each target given, for a fixed time: it creates and loads
-// the tables through the target (a client with autocommit off), runs the
-// clients, then checks the TPC-C consistency conditions through the
-// target, and prints a markdown row per target: transactions per second
-// (all types, new-order), p95 latency, cross-warehouse work (remote
-// order lines, remote payments), deadlock retries. bench/tpcc.sh runs it.
+// checks) on each target given: it creates and loads the tables through
+// each target (a client with autocommit off), then runs the clients on
+// the targets in turn, -rounds times for -time each (A B A B ...: a
+// machine whose load drifts weighs on both alike), then checks the TPC-C
+// consistency conditions through each target, and prints a markdown row
+// per target: transactions per second (all types, new-order), p95
+// latency, cross-warehouse work (remote order lines, remote payments),
+// deadlock retries, and how busy the machine's CPUs were while it ran.
+// bench/tpcc.sh runs it.
 package main
 
 import (
@@ -13,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
 	"strings"
 	"time"
 
@@ -20,71 +24,123 @@ import (
 	"github.com/keyshard/keyshard/test/tpcc"
 )
 
+type target struct {
+	name string
+	db   *sql.DB
+	s    tpcc.Stats
+	busy []float64 // per round: the machine's CPU busy share
+}
+
 func main() {
-	targets := flag.String("targets", "", "name=dsn,name=dsn: where to run (each in turn)")
+	targets := flag.String("targets", "", "name=dsn,name=dsn: where to run (in turn)")
 	clients := flag.Int("clients", 8, "concurrent clients (terminals), client i on warehouse i % warehouses + 1")
 	warehouses := flag.Int("warehouses", 4, "warehouses")
-	dur := flag.Duration("time", 30*time.Second, "run time per target")
+	dur := flag.Duration("time", 10*time.Second, "run time per target and round")
+	rounds := flag.Int("rounds", 3, "rounds")
 	flag.Parse()
 	cfg := tpcc.Config{Warehouses: *warehouses, Districts: 10, Customers: 30, Items: 1000}
-	fmt.Printf("%d warehouses x %d districts x %d customers, %d items; %d clients, %v per target\n\n",
-		cfg.Warehouses, cfg.Districts, cfg.Customers, cfg.Items, *clients, *dur)
-	fmt.Println("| target | transactions | TPS (all) | new-order TPS | p95 all | p95 new-order | remote order lines | remote payments | deadlock retries | consistent |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	ctx := context.Background()
+	var ts []*target
 	for _, t := range strings.Split(*targets, ",") {
 		name, dsn, ok := strings.Cut(t, "=")
 		if !ok {
 			log.Fatalf("target %q: want name=dsn", t)
 		}
-		s, consistent := run(dsn, cfg, *clients, *dur)
-		secs := dur.Seconds()
-		fmt.Printf("| %s | %d | %.1f | %.1f | %s | %s | %d of %d | %d of %d | %d | %s |\n", name, s.Total(), float64(s.Total())/secs,
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(*clients + 2)
+		db.SetMaxIdleConns(*clients + 2)
+		load(ctx, db, cfg)
+		ts = append(ts, &target{name: name, db: db})
+	}
+	for r := range *rounds {
+		for _, t := range ts {
+			c0 := cpu()
+			rctx, cancel := context.WithTimeout(ctx, *dur)
+			s, err := tpcc.Run(rctx, []*sql.DB{t.db}, cfg, *clients, 0, uint64(1+r*1000))
+			cancel()
+			if err != nil {
+				log.Fatalf("%s: %v", t.name, err)
+			}
+			t.busy = append(t.busy, busy(c0, cpu()))
+			log.Printf("round %d, %s: %.1f TPS", r+1, t.name, float64(s.Total())/dur.Seconds())
+			t.s.Add(&s)
+		}
+	}
+	fmt.Printf("%d warehouses x %d districts x %d customers, %d items; %d clients; %d rounds of %v per target\n\n",
+		cfg.Warehouses, cfg.Districts, cfg.Customers, cfg.Items, *clients, *rounds, *dur)
+	fmt.Println("| target | transactions | TPS (all) | new-order TPS | p95 all | p95 new-order | remote order lines | remote payments | deadlock retries | CPUs busy per round | consistent |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+	for _, t := range ts {
+		f, err := tpcc.Gather(cfg, func(table, q string) ([][]string, error) {
+			return tpcc.Rows(ctx, t.db, strings.ReplaceAll(q, "{t}", table))
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		// A transaction cut at a round's end may have committed
+		// uncounted: check the database alone, not against the counts.
+		consistent := "yes"
+		if bad := f.Check(cfg, nil); len(bad) > 0 {
+			consistent = "no: " + strings.Join(bad, "; ")
+		}
+		s := &t.s
+		secs := dur.Seconds() * float64(*rounds)
+		var b []string
+		for _, x := range t.busy {
+			b = append(b, fmt.Sprintf("%.0f%%", 100*x))
+		}
+		fmt.Printf("| %s | %d | %.1f | %.1f | %s | %s | %d of %d | %d of %d | %d | %s | %s |\n", t.name, s.Total(), float64(s.Total())/secs,
 			float64(s.Done[tpcc.NewOrder])/secs, s.P95(-1).Round(100*time.Microsecond), s.P95(tpcc.NewOrder).Round(100*time.Microsecond),
-			s.RemoteLines, s.Lines, s.RemotePayments, s.Done[tpcc.Payment], s.Deadlocks, consistent)
+			s.RemoteLines, s.Lines, s.RemotePayments, s.Done[tpcc.Payment], s.Deadlocks, strings.Join(b, " "), consistent)
 	}
 }
 
-func run(dsn string, cfg tpcc.Config, clients int, dur time.Duration) (tpcc.Stats, string) {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(clients + 2)
-	db.SetMaxIdleConns(clients + 2)
-	ctx := context.Background()
+func load(ctx context.Context, db *sql.DB, cfg tpcc.Config) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "SET autocommit=0"); err != nil {
 		log.Fatal(err)
 	}
 	if err := tpcc.Create(ctx, conn); err != nil {
 		log.Fatal(err)
 	}
-	start := time.Now()
 	if err := tpcc.Load(ctx, conn, cfg); err != nil {
 		log.Fatal(err)
 	}
-	conn.Close()
-	log.Printf("loaded in %v", time.Since(start).Round(time.Millisecond))
-	rctx, cancel := context.WithTimeout(ctx, dur)
-	defer cancel()
-	s, err := tpcc.Run(rctx, []*sql.DB{db}, cfg, clients, 0, 1)
-	if err != nil {
+	if _, err := conn.ExecContext(ctx, "SET autocommit=1"); err != nil {
 		log.Fatal(err)
 	}
-	f, err := tpcc.Gather(cfg, func(table, q string) ([][]string, error) {
-		return tpcc.Rows(ctx, db, strings.ReplaceAll(q, "{t}", table))
-	})
+}
+
+// cpu returns the machine's busy and total CPU ticks from /proc/stat.
+func cpu() [2]uint64 {
+	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		log.Fatal(err)
+		return [2]uint64{}
 	}
-	// A transaction cut at the end of the run may have committed
-	// uncounted: check the database alone, not against the counts.
-	if bad := f.Check(cfg, nil); len(bad) > 0 {
-		return s, "no: " + strings.Join(bad, "; ")
+	line, _, _ := strings.Cut(string(b), "\n")
+	var v [2]uint64
+	for i, f := range strings.Fields(line)[1:] {
+		var n uint64
+		fmt.Sscan(f, &n)
+		v[1] += n
+		if i != 3 && i != 4 { // idle, iowait
+			v[0] += n
+		}
 	}
-	return s, "yes"
+	return v
+}
+
+func busy(a, b [2]uint64) float64 {
+	if b[1] == a[1] {
+		return 0
+	}
+	return float64(b[0]-a[0]) / float64(b[1]-a[1])
 }
