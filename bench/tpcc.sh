@@ -70,7 +70,4 @@ if [[ ${PPROF:-0} == 1 ]]; then
 	(sleep $((secs + 3)) && curl -s -o "$WORK/keyshard.pprof" "http://127.0.0.1:23698/debug/pprof/profile?seconds=20") &
 fi
 "$WORK/tpcc" -targets "one MariaDB=ks:ks@tcp(127.0.0.1:23600)/ks_tpcc_direct?${PARAMS:-},keyshard 2 nodes=ks:ks@tcp(127.0.0.1:23697)/ks_tpcc?${PARAMS:-}" \
-	-warehouses "${WAREHOUSES:-4}" -clients "${CLIENTS:-8}" -time "${TIME:-10s}" -rounds "${ROUNDS:-3}"
-ticks=$(cpu_ticks "$KS_PID")
-echo
-echo "keyshard's CPU over the whole run (idle while the other target runs): $(fcalc "$ticks / $(getconf CLK_TCK)") s"
+	-pids "keyshard=$KS_PID,mariadbd node1=$(cat "$KS_BACKENDS_DIR/23600/pid"),mariadbd node2=$(cat "$KS_BACKENDS_DIR/23601/pid")" -warehouses "${WAREHOUSES:-4}" -clients "${CLIENTS:-8}" -time "${TIME:-10s}" -rounds "${ROUNDS:-3}"

@@ -29,6 +29,7 @@ type target struct {
 	db   *sql.DB
 	s    tpcc.Stats
 	busy []float64 // per round: the machine's CPU busy share
+	cpu  []float64 // per -pids process (and this one, last): CPU seconds
 }
 
 func main() {
@@ -37,7 +38,18 @@ func main() {
 	warehouses := flag.Int("warehouses", 4, "warehouses")
 	dur := flag.Duration("time", 10*time.Second, "run time per target and round")
 	rounds := flag.Int("rounds", 3, "rounds")
+	pidList := flag.String("pids", "", "name=pid,...: processes whose CPU time per transaction each target's rows show (this one's too)")
 	flag.Parse()
+	var names []string
+	var pids []int
+	for _, np := range strings.Split(*pidList, ",") {
+		if name, pid, ok := strings.Cut(np, "="); ok {
+			var n int
+			fmt.Sscan(pid, &n)
+			names, pids = append(names, name), append(pids, n)
+		}
+	}
+	names, pids = append(names, "client"), append(pids, os.Getpid())
 	cfg := tpcc.Config{Warehouses: *warehouses, Districts: 10, Customers: 30, Items: 1000}
 	ctx := context.Background()
 	var ts []*target
@@ -54,11 +66,12 @@ func main() {
 		db.SetMaxOpenConns(*clients + 2)
 		db.SetMaxIdleConns(*clients + 2)
 		load(ctx, db, cfg)
-		ts = append(ts, &target{name: name, db: db})
+		ts = append(ts, &target{name: name, db: db, cpu: make([]float64, len(pids))})
 	}
 	for r := range *rounds {
 		for _, t := range ts {
 			c0 := cpu()
+			p0 := procCPU(pids)
 			rctx, cancel := context.WithTimeout(ctx, *dur)
 			s, err := tpcc.Run(rctx, []*sql.DB{t.db}, cfg, *clients, 0, uint64(1+r*1000))
 			cancel()
@@ -66,6 +79,9 @@ func main() {
 				log.Fatalf("%s: %v", t.name, err)
 			}
 			t.busy = append(t.busy, busy(c0, cpu()))
+			for i, v := range procCPU(pids) {
+				t.cpu[i] += v - p0[i]
+			}
 			log.Printf("round %d, %s: %.1f TPS", r+1, t.name, float64(s.Total())/dur.Seconds())
 			t.s.Add(&s)
 		}
@@ -74,6 +90,16 @@ func main() {
 		cfg.Warehouses, cfg.Districts, cfg.Customers, cfg.Items, *clients, *rounds, *dur)
 	fmt.Println("| target | transactions | TPS (all) | new-order TPS | p95 all | p95 new-order | remote order lines | remote payments | deadlock retries | CPUs busy per round | consistent |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+	defer func() {
+		fmt.Printf("\nCPU ms per transaction (all types):\n\n| target | %s |\n|---|%s\n", strings.Join(names, " | "), strings.Repeat("---:|", len(names)))
+		for _, t := range ts {
+			var c []string
+			for _, v := range t.cpu {
+				c = append(c, fmt.Sprintf("%.2f", 1000*v/float64(max(t.s.Total(), 1))))
+			}
+			fmt.Printf("| %s | %s |\n", t.name, strings.Join(c, " | "))
+		}
+	}()
 	for _, t := range ts {
 		f, err := tpcc.Gather(cfg, func(table, q string) ([][]string, error) {
 			return tpcc.Rows(ctx, t.db, strings.ReplaceAll(q, "{t}", table))
@@ -117,6 +143,30 @@ func load(ctx context.Context, db *sql.DB, cfg tpcc.Config) {
 	if _, err := conn.ExecContext(ctx, "SET autocommit=1"); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// procCPU returns the CPU seconds (user and system) of each process.
+func procCPU(pids []int) []float64 {
+	out := make([]float64, len(pids))
+	for i, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if j := strings.LastIndexByte(s, ')'); j >= 0 {
+			s = s[j+2:]
+		}
+		f := strings.Fields(s)
+		if len(f) < 13 {
+			continue
+		}
+		var u, k float64
+		fmt.Sscan(f[11], &u)
+		fmt.Sscan(f[12], &k)
+		out[i] = (u + k) / 100 // USER_HZ
+	}
+	return out
 }
 
 // cpu returns the machine's busy and total CPU ticks from /proc/stat.
