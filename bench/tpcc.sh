@@ -70,4 +70,5 @@ if [[ ${PPROF:-0} == 1 ]]; then
 	(sleep $((secs + 3)) && curl -s -o "$WORK/keyshard.pprof" "http://127.0.0.1:23698/debug/pprof/profile?seconds=20") &
 fi
 "$WORK/tpcc" -targets "one MariaDB=ks:ks@tcp(127.0.0.1:23600)/ks_tpcc_direct?${PARAMS:-},keyshard 2 nodes=ks:ks@tcp(127.0.0.1:23697)/ks_tpcc?${PARAMS:-}" \
-	-pids "keyshard=$KS_PID,mariadbd node1=$(cat "$KS_BACKENDS_DIR/23600/pid"),mariadbd node2=$(cat "$KS_BACKENDS_DIR/23601/pid")" -warehouses "${WAREHOUSES:-4}" -clients "${CLIENTS:-8}" -time "${TIME:-10s}" -rounds "${ROUNDS:-3}"
+	-pids "keyshard=$KS_PID,mariadbd node1=$(cat "$KS_BACKENDS_DIR/23600/pid"),mariadbd node2=$(cat "$KS_BACKENDS_DIR/23601/pid")" -warehouses "${WAREHOUSES:-4}" -clients "${CLIENTS:-8}" -time "${TIME:-10s}" -rounds "${ROUNDS:-3}" \
+	"node1=ks:ks@tcp(127.0.0.1:23600)/" "node2=ks:ks@tcp(127.0.0.1:23601)/"

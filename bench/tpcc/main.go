@@ -7,6 +7,8 @@
 // per target: transactions per second (all types, new-order), p95
 // latency, cross-warehouse work (remote order lines, remote payments),
 // deadlock retries, and how busy the machine's CPUs were while it ran.
+// Arguments name=dsn name the backend servers whose statement counters
+// (prepares, executes, XA prepares per transaction) each row shows.
 // bench/tpcc.sh runs it.
 package main
 
@@ -30,6 +32,30 @@ type target struct {
 	s    tpcc.Stats
 	busy []float64 // per round: the machine's CPU busy share
 	cpu  []float64 // per -pids process (and this one, last): CPU seconds
+	com  []float64 // per -servers server: Com_stmt_prepare, Com_stmt_execute, Com_xa_prepare (3 each)
+}
+
+var counters = []string{"Com_stmt_prepare", "Com_stmt_execute", "Com_xa_prepare"}
+
+// status reads counters on each server.
+func status(ctx context.Context, servers []*sql.DB) []float64 {
+	out := make([]float64, 0, 3*len(servers))
+	for _, db := range servers {
+		m := map[string]float64{}
+		rows, err := tpcc.Rows(ctx, db, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(counters, "', '")+"')")
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, r := range rows {
+			var v float64
+			fmt.Sscan(r[1], &v)
+			m[r[0]] = v
+		}
+		for _, c := range counters {
+			out = append(out, m[c])
+		}
+	}
+	return out
 }
 
 func main() {
@@ -50,6 +76,18 @@ func main() {
 		}
 	}
 	names, pids = append(names, "client"), append(pids, os.Getpid())
+	serverList := flag.Args() // name=dsn of each backend server, for its statement counters
+	var snames []string
+	var servers []*sql.DB
+	for _, nd := range serverList {
+		name, dsn, _ := strings.Cut(nd, "=")
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer db.Close()
+		snames, servers = append(snames, name), append(servers, db)
+	}
 	cfg := tpcc.Config{Warehouses: *warehouses, Districts: 10, Customers: 30, Items: 1000}
 	ctx := context.Background()
 	var ts []*target
@@ -66,12 +104,13 @@ func main() {
 		db.SetMaxOpenConns(*clients + 2)
 		db.SetMaxIdleConns(*clients + 2)
 		load(ctx, db, cfg)
-		ts = append(ts, &target{name: name, db: db, cpu: make([]float64, len(pids))})
+		ts = append(ts, &target{name: name, db: db, cpu: make([]float64, len(pids)), com: make([]float64, 3*len(servers))})
 	}
 	for r := range *rounds {
 		for _, t := range ts {
 			c0 := cpu()
 			p0 := procCPU(pids)
+			s0 := status(ctx, servers)
 			rctx, cancel := context.WithTimeout(ctx, *dur)
 			s, err := tpcc.Run(rctx, []*sql.DB{t.db}, cfg, *clients, 0, uint64(1+r*1000))
 			cancel()
@@ -81,6 +120,9 @@ func main() {
 			t.busy = append(t.busy, busy(c0, cpu()))
 			for i, v := range procCPU(pids) {
 				t.cpu[i] += v - p0[i]
+			}
+			for i, v := range status(ctx, servers) {
+				t.com[i] += v - s0[i]
 			}
 			log.Printf("round %d, %s: %.1f TPS", r+1, t.name, float64(s.Total())/dur.Seconds())
 			t.s.Add(&s)
@@ -96,6 +138,18 @@ func main() {
 			var c []string
 			for _, v := range t.cpu {
 				c = append(c, fmt.Sprintf("%.2f", 1000*v/float64(max(t.s.Total(), 1))))
+			}
+			fmt.Printf("| %s | %s |\n", t.name, strings.Join(c, " | "))
+		}
+		if len(servers) == 0 {
+			return
+		}
+		fmt.Printf("\nServer statements per transaction (prepares / executes / XA prepares):\n\n| target | %s |\n|---|%s\n", strings.Join(snames, " | "), strings.Repeat("---:|", len(snames)))
+		for _, t := range ts {
+			var c []string
+			n := float64(max(t.s.Total(), 1))
+			for i := range servers {
+				c = append(c, fmt.Sprintf("%.1f / %.1f / %.2f", t.com[3*i]/n, t.com[3*i+1]/n, t.com[3*i+2]/n))
 			}
 			fmt.Printf("| %s | %s |\n", t.name, strings.Join(c, " | "))
 		}
