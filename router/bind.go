@@ -327,6 +327,9 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 	if p.insert != nil {
 		return p.bindInsert(rt, t, lits, prefix, names)
 	}
+	if err := p.together(t, lits); err != nil {
+		return err
+	}
 	subs, err := p.cond.eval(t.Rule, lits, rt.subs[:0])
 	if err != nil {
 		if errors.Is(err, shard.ErrKeyOutOfRange) {
@@ -588,4 +591,31 @@ func (rt *Routing) String() string {
 		fmt.Fprintf(&sb, "%s %s: %s\n", e[0], e[1], e[2])
 	}
 	return sb.String()
+}
+
+// together checks that the values pinning keys no equality ties (ol_w_id
+// = 1 AND s_w_id = 1) place on one sub-table: else the join would need
+// rows of two sub-tables, which no sub-table can answer.
+func (p *Plan) together(t *TableRule, lits []Literal) error {
+	at := -1
+	for _, o := range p.same {
+		i, null, err := o.find(t.Rule, lits)
+		if null || err != nil {
+			continue // matches nothing, or the key's own error comes next
+		}
+		if at >= 0 && i != at {
+			return errorf("cross-shard join not supported: the shard keys of %s are given values on different sub-tables (%s and %s) and not joined on each other",
+				p.tableList(), t.subs[at].Suffix, t.subs[i].Suffix)
+		}
+		at = i
+	}
+	return nil
+}
+
+func (p *Plan) tableList() string {
+	names := make([]string, len(p.tables))
+	for i, t := range p.tables {
+		names[i] = t.Table
+	}
+	return strings.Join(names, ", ")
 }

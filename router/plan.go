@@ -42,6 +42,7 @@ type Plan struct {
 
 	tables    []*TableRule // sharded tables referenced; all share one layout
 	cond      *cond        // which sub-tables the WHERE allows; nil = all
+	same      []operand    // keys not tied by equalities, each pinned by a value: must place together
 	tmpl      template
 	insert    *insertPlan
 	merge     string     // non-empty: why a result from several sub-tables needs a merge keyshard lacks
@@ -302,6 +303,7 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		if err := b.an.colocate(); err != nil {
 			return nil, err
 		}
+		pl.same = b.an.same
 	}
 
 	var where ast.ExprNode

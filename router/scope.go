@@ -143,6 +143,10 @@ type analysis struct {
 	all    []*source
 	scopes []*scope // children before parents
 	plain  bool     // no unsharded or global table: the key-name fallback applies
+	// same: the values that pin key classes of the statement's own scope
+	// that no equality ties (ol_w_id = 1 AND s_w_id = 1): they must
+	// place on one sub-table when the plan is bound.
+	same []operand
 }
 
 // analyze builds the scopes of an UPDATE, DELETE or SELECT.
@@ -915,6 +919,12 @@ func (a *analysis) colocateScope(sc *scope) error {
 				"which the join with %s needs", firstSharded(s.sub).ref.rule.Table, srcs[first].tableName())
 		}
 		if !slices.ContainsFunc(keys[i], func(n colNode) bool { return sc.uf.find(n) == root }) {
+			if p, ok := a.pin(sc, root); ok {
+				if q, ok := a.pin(sc, sc.uf.find(keys[i][0])); ok {
+					a.same = append(a.same, p, q)
+					continue
+				}
+			}
 			err := a.notJoined(srcs[first], s)
 			if sc.kind == scopeExpr && sc.outer {
 				err.Msg += " (inside a subquery with an outer join only WHERE equalities tie tables)"
@@ -928,6 +938,22 @@ func (a *analysis) colocateScope(sc *scope) error {
 		}
 	}
 	return nil
+}
+
+// pin returns the one value a conjunct of the statement's own WHERE (or
+// an inner join's ON) gives key class root of the statement's scope sc
+// (w_id = ?): tables whose keys are pinned so are together when their
+// values place on one sub-table, which Bind checks.
+func (a *analysis) pin(sc *scope, root colNode) (operand, bool) {
+	if sc.kind != scopeTop {
+		return operand{}, false
+	}
+	for _, ce := range a.consts {
+		if ce.node.src.sc == sc && len(ce.vals) == 1 && sc.uf.find(ce.node) == root {
+			return ce.vals[0], true
+		}
+	}
+	return operand{}, false
 }
 
 // anchor checks that a subquery expression's sharded tables are tied to
