@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -334,6 +335,51 @@ func TestInsertNoColumnListSequence(t *testing.T) {
 	for _, want := range []string{"(`id`,`acct_id`,`msg`) VALUES (1001,3,'a')", "VALUES (1002,4,'b')", "VALUES (77,5,'c')"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("routing lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// INSERT IGNORE leaves out the rows no sub-table holds and inserts the
+// others, as MariaDB does with rows no partition holds (found by
+// test/fuzzsql: keyshard failed the whole statement with 1526).
+func TestInsertIgnoreOutOfRange(t *testing.T) {
+	s := testSchema(t)
+	p := NewParser()
+	bind := func(q string) (*Routing, error) {
+		t.Helper()
+		pl, lits, err := s.Plan(p, q, "kingshard", KindInsert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl.Bind(lits, "")
+	}
+	// log: range over 4 sub-tables of 1000 keys.
+	rt, err := bind("INSERT IGNORE INTO log (id, v) VALUES (5000, 1), (7, 2), (2500, 3), (-1, 4)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rt.String()
+	for _, want := range []string{"VALUES (7,2)", "VALUES (2500,3)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("routing lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "5000") || strings.Contains(got, "-1") || len(rt.Routes) != 2 {
+		t.Errorf("routing keeps a row no sub-table holds:\n%s", got)
+	}
+	rt, err = bind("INSERT IGNORE INTO region (code, v) VALUES (9, 1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.Routes) != 1 || !strings.Contains(rt.String(), "DO 0") {
+		t.Errorf("INSERT IGNORE of no row any sub-table holds: %s, want DO 0 on one node", rt.String())
+	}
+	// Without IGNORE: 1526, as a partitioned table answers.
+	for _, q := range []string{"INSERT INTO log (id, v) VALUES (7, 2), (5000, 1)", "REPLACE INTO region (code, v) VALUES (9, 1)"} {
+		_, err := bind(q)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != erNoPartitionForValue {
+			t.Errorf("%s: %v, want error %d", q, err, erNoPartitionForValue)
 		}
 	}
 }
