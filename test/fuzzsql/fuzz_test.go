@@ -123,6 +123,8 @@ type run struct {
 	schema *schema
 	ks     *sql.DB
 	ref    *sql.DB
+	ksMin  *sql.DB // database fzmin, where differences are minimized
+	refMin *sql.DB
 	rules  string
 	g      *gen
 }
@@ -132,12 +134,16 @@ func runSeed(t *testing.T, seed uint64, n int) tally {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	sch := newSchema(r)
 	freshDB(t, "fz", basePort, basePort+1)
+	freshDB(t, "fzmin", basePort, basePort+1)
 	freshDB(t, "fzref", refPort)
+	freshDB(t, "fzminref", refPort)
 	rules := sch.rules("fz") + sch.rules("fzmin")
 	addr := startProxy(t, rules)
 	ru := &run{t: t, seed: seed, schema: sch, rules: rules,
 		ks:  openDB(t, addr, "fz"),
-		ref: openDB(t, fmt.Sprintf("127.0.0.1:%d", refPort), "fzref"),
+		ref:    openDB(t, fmt.Sprintf("127.0.0.1:%d", refPort), "fzref"),
+		ksMin:  openDB(t, addr, "fzmin"),
+		refMin: openDB(t, fmt.Sprintf("127.0.0.1:%d", refPort), "fzminref"),
 	}
 	ru.g = &gen{r: r, s: sch, v: newValueGen(r), rows: map[string]int{}}
 	ru.load(r)
@@ -148,7 +154,13 @@ func runSeed(t *testing.T, seed uint64, n int) tally {
 			res.prepared++
 		}
 		res.statements++
-		why, ks, ref := ru.check(&s, prepared)
+		// What a minimal reproduction starts from: the rows of the
+		// tables the statement names, before it runs.
+		before := map[string][][]string{}
+		for _, tb := range ru.tablesOf(&s) {
+			before[tb.name] = fetch(context.Background(), ru.ref, false, tableQuery(tb)).rows
+		}
+		why, ks, ref := check(ru.ks, ru.ref, &s, prepared)
 		switch {
 		case why == "" && refusal(ks.err) != "" && errno(ref.err) != erNotSupportedYet:
 			res.refused++
@@ -163,13 +175,18 @@ func runSeed(t *testing.T, seed uint64, n int) tally {
 			}
 			msg := fmt.Sprintf("seed %d, statement %d (%s): %s\n    %s\n    reference: %s\n    keyshard:  %s",
 				seed, i, how, why, text, ref, ks)
+			msg += ru.reproduce(&s, prepared, fmt.Sprintf("seed %d, statement %d: %s", seed, i, why), before)
 			res.diffs = append(res.diffs, msg)
 			t.Error(msg)
 		}
 		if s.write {
-			if why := ru.compareTable(s.table); why != "" {
-				res.different++
-				msg := fmt.Sprintf("seed %d, statement %d: after %s\n    %s", seed, i, s.text, why)
+			if why2 := ru.compareTable(s.table); why2 != "" {
+				msg := fmt.Sprintf("seed %d, statement %d: after %s\n    %s", seed, i, s.text, why2)
+				if why == "" {
+					res.different++
+					res.same--
+					msg += ru.reproduce(&s, prepared, fmt.Sprintf("seed %d, statement %d: %s", seed, i, "the table differs after it"), before)
+				}
 				res.diffs = append(res.diffs, msg)
 				t.Error(msg)
 				ru.resync(s.table)
@@ -184,9 +201,19 @@ func runSeed(t *testing.T, seed uint64, n int) tally {
 	return res
 }
 
+// reproduce minimizes a difference and says where its case went.
+func (ru *run) reproduce(s *stmt, prepared bool, found string, before map[string][][]string) string {
+	c, ok := ru.minimize(s, prepared, found, before)
+	if !ok {
+		return "\n    (it does not reproduce on its own rows: no regression case written)"
+	}
+	return fmt.Sprintf("\n    minimal reproduction (written to %s):\n      %s\n      %s\n      %s",
+		regressionsFile, strings.Join(c.KSSetup, "\n      "), strings.Join(c.Rows, "\n      "), c.Stmt.Text)
+}
+
 // check runs s on both sides and says why the answers differ, or "".
 // A write keyshard refuses does not run on the reference.
-func (ru *run) check(s *stmt, prepared bool) (why string, ks, ref answer) {
+func check(ksDB, refDB querier, s *stmt, prepared bool) (why string, ks, ref answer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	q, args := s.text, []any(nil)
@@ -194,25 +221,25 @@ func (ru *run) check(s *stmt, prepared bool) (why string, ks, ref answer) {
 		q, args = s.ptext, s.args
 	}
 	if s.write {
-		ks = execute(ctx, ru.ks, prepared, q, args...)
+		ks = execute(ctx, ksDB, prepared, q, args...)
 		if refusal(ks.err) != "" {
 			return "", ks, ref
 		}
-		ref = execute(ctx, ru.ref, prepared, q, args...)
+		ref = execute(ctx, refDB, prepared, q, args...)
 		return compareWrite(ks, ref), ks, ref
 	}
-	ks = fetch(ctx, ru.ks, prepared, q, args...)
+	ks = fetch(ctx, ksDB, prepared, q, args...)
 	if refusal(ks.err) != "" {
 		return "", ks, ref
 	}
-	ref = fetch(ctx, ru.ref, prepared, q, args...)
+	ref = fetch(ctx, refDB, prepared, q, args...)
 	var full answer
 	if s.limit && ks.err == nil && ref.err == nil {
 		fq := s.full
 		if prepared {
 			fq = s.fullP
 		}
-		full = fetch(ctx, ru.ref, prepared, fq, args...)
+		full = fetch(ctx, refDB, prepared, fq, args...)
 	}
 	return compareRead(s, ks, ref, full), ks, ref
 }
@@ -225,19 +252,8 @@ func tableQuery(t *table) string {
 // compareTable compares t's rows through keyshard with the reference's,
 // and notes the reference's row count for the generator.
 func (ru *run) compareTable(t *table) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	s := stmt{total: true}
-	ks := fetch(ctx, ru.ks, false, tableQuery(t))
-	ref := fetch(ctx, ru.ref, false, tableQuery(t))
-	ru.g.rows[t.name] = len(ref.rows)
-	if ks.err != nil || ref.err != nil {
-		return fmt.Sprintf("reading table %s: keyshard %v, reference %v", t.name, ks.err, ref.err)
-	}
-	if why := compareRead(&s, ks, ref, answer{}); why != "" {
-		return fmt.Sprintf("table %s differs: %s\n    reference: %s\n    keyshard:  %s", t.name, why, ref, ks)
-	}
-	return ""
+	ru.g.rows[t.name] = len(fetch(context.Background(), ru.ref, false, tableQuery(t)).rows)
+	return compareTableOn(ru.ks, ru.ref, t)
 }
 
 // resync makes keyshard's copy of t the reference's again, after a
