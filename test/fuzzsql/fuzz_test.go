@@ -110,6 +110,9 @@ func TestFuzzSQL(t *testing.T) {
 		})
 		total.add(one)
 		nseeds++
+		if one.statements == 0 {
+			t.Fatalf("seed %d did not start (see above): stopping", s)
+		}
 		if budget == 0 && i == len(seeds)-1 {
 			break
 		}

@@ -83,6 +83,11 @@ func (g *gen) dir() string            { return g.pick([]string{"", "", " ASC", "
 func (g *gen) keyLit(w *sqlw, t *table) {
 	if g.chance(90) {
 		k := pick(g.r, t.keys)
+		if !strings.HasPrefix(k, "'") && !strings.HasPrefix(k, "-") && g.chance(8) {
+			// An integer key written as a string: '42'.
+			w.lit("'"+k+"'", k)
+			return
+		}
 		w.lit(k, keyArg(k))
 		return
 	}
@@ -147,7 +152,30 @@ func (g *gen) keyPred(w *sqlw, t *table, q string) {
 // colPred writes a condition on a non-key column c.
 func (g *gen) colPred(w *sqlw, c column, q string) {
 	n := q + c.name
-	switch g.r.IntN(7) {
+	switch g.r.IntN(10) {
+	case 7:
+		w.add(n + " NOT IN (")
+		w.lit(g.v.literal(c.kind))
+		w.add(", ")
+		w.lit(g.v.literal(c.kind))
+		w.add(")")
+	case 8:
+		if c.numeric() {
+			w.add(g.pick([]string{"COALESCE(" + n + ", -1) = ", n + " + 1 > ", "ABS(" + n + ") >= ", n + " % 3 = "}))
+			w.lit(g.v.literal(kInt))
+			return
+		}
+		w.add(g.pick([]string{"COALESCE(" + n + ", '') = ", "NOT (" + n + " <=> "}))
+		if strings.HasSuffix(w.text.String(), "<=> ") {
+			w.lit(g.v.literal(c.kind))
+			w.add(")")
+			return
+		}
+		w.lit(g.v.literal(c.kind))
+	case 9:
+		w.add("NOT (" + n + g.pick([]string{" = ", " > "}))
+		w.lit(g.v.literal(c.kind))
+		w.add(")")
 	case 0:
 		w.add(n + g.pick([]string{" IS NULL", " IS NOT NULL"}))
 	case 1:
@@ -321,6 +349,9 @@ func (g *gen) rowsQuery(t *table) stmt {
 		for _, c := range cols[:1+g.r.IntN(min(4, len(cols)))] {
 			items = append(items, colItem(c, q))
 		}
+		if g.chance(30) {
+			items = append(items, g.exprItem(t))
+		}
 		g.aliases(items, "c", 25)
 		selectList(&w, false, items)
 		w.add(" FROM " + t.name)
@@ -353,6 +384,24 @@ func (g *gen) rowsQuery(t *table) stmt {
 	}
 	s.finish(&w, items, keys, lim)
 	return s
+}
+
+// exprItem is an expression over a row's columns.
+func (g *gen) exprItem(t *table) item {
+	a := g.colsOf(t, func(c column) bool { return c.kind == kInt })[0].name
+	cands := []string{a + " + 1", "COALESCE(" + a + ", 0)", "CASE WHEN " + a + " > 4 THEN 'hi' ELSE 'lo' END", a + " * 2 - 1", "IFNULL(" + a + ", -1)"}
+	for _, c := range t.cols {
+		switch c.kind {
+		case kStr:
+			cands = append(cands, "CONCAT("+c.name+", '-')", "LENGTH("+c.name+")", "UPPER("+c.name+")")
+		case kDec:
+			cands = append(cands, c.name+" * 2", "ROUND("+c.name+")", "-"+c.name)
+		case kDT, kDate:
+			cands = append(cands, "YEAR("+c.name+")", "DATE("+c.name+")")
+		}
+	}
+	e := g.pick(cands)
+	return item{expr: e, id: strings.ToLower(e)}
 }
 
 // distinctQuery: SELECT DISTINCT over a few non-key columns.
@@ -486,6 +535,16 @@ func (g *gen) groupQuery(t *table) stmt {
 	gcols := cands[:1+g.r.IntN(len(cands))]
 	var gkeys []string
 	var items []item
+	if g.chance(15) {
+		// A group key that is an expression, or the shard key itself.
+		e := g.exprItem(t)
+		if g.chance(40) {
+			e = item{expr: t.key().name, id: t.key().name}
+		}
+		gkeys = append(gkeys, e.expr)
+		items = append(items, item{expr: e.expr, id: strings.ToLower(e.expr)})
+		s.fold = s.fold || strings.Contains(e.expr, "UPPER") || strings.Contains(e.expr, "CONCAT")
+	}
 	for _, c := range gcols {
 		gkeys = append(gkeys, c.name)
 		if g.chance(80) {
