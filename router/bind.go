@@ -365,8 +365,13 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 			// The statement drops the parameters of HAVING and LIMIT.
 			params = tmpl.params([]int{}, lits, nil)
 		}
-	} else if len(subs) > 1 && p.merge != "" {
-		rt.Merge = p.merge
+	} else {
+		if len(subs) > 1 && p.merge != "" {
+			rt.Merge = p.merge
+		}
+		if hasParams(lits) {
+			params = reordered(tmpl, lits)
+		}
 	}
 	for _, i := range subs {
 		for j, tr := range p.tables {
@@ -387,6 +392,36 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// reordered returns the parameters in the order the rendered text holds
+// them, or nil when that is the client's order (the common case, which
+// then passes them all as they came). The restored text may order them
+// otherwise: LIMIT ? OFFSET ? is restored as LIMIT ?,? (offset first).
+func reordered(tmpl template, lits []Literal) []int {
+	var buf [16]int
+	ps := tmpl.params(buf[:0], lits, nil)
+	inOrder := true
+	for i, n := range ps {
+		if n != i {
+			inOrder = false
+			break
+		}
+	}
+	if inOrder && len(ps) == countParams(lits) {
+		return nil
+	}
+	return slices.Clone(ps)
+}
+
+func countParams(lits []Literal) int {
+	n := 0
+	for i := range lits {
+		if lits[i].Kind == LitParam {
+			n++
+		}
+	}
+	return n
 }
 
 // bindMerge binds a merge: the literal values its expressions use and the

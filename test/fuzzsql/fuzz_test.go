@@ -52,6 +52,7 @@ func envOr[T any](name string, v T, parse func(string) (T, error)) T {
 type tally struct {
 	statements, same, refused, different, prepared int
 	reasons                                        map[string]int
+	bothErr                                        map[string]int // same error on both sides, by errno
 	diffs                                          []string
 }
 
@@ -64,6 +65,9 @@ func (t *tally) add(o tally) {
 	for k, v := range o.reasons {
 		t.reasons[k] += v
 	}
+	for k, v := range o.bothErr {
+		t.bothErr[k] += v
+	}
 	t.diffs = append(t.diffs, o.diffs...)
 }
 
@@ -72,8 +76,8 @@ func (t *tally) summary() string {
 	for _, k := range slices.Sorted(maps.Keys(t.reasons)) {
 		rs = append(rs, fmt.Sprintf("%d %q", t.reasons[k], k))
 	}
-	return fmt.Sprintf("statements %d (%d prepared), same %d, refused %d, different %d; refused by reason: [%s]",
-		t.statements, t.prepared, t.same, t.refused, t.different, strings.Join(rs, ", "))
+	return fmt.Sprintf("statements %d (%d prepared), same %d (the same error: %v), refused %d, different %d; refused by reason: [%s]",
+		t.statements, t.prepared, t.same, t.bothErr, t.refused, t.different, strings.Join(rs, ", "))
 }
 
 func TestFuzzSQL(t *testing.T) {
@@ -87,7 +91,7 @@ func TestFuzzSQL(t *testing.T) {
 	if seed != 0 {
 		seeds = []uint64{seed}
 	}
-	total := tally{reasons: map[string]int{}}
+	total := tally{reasons: map[string]int{}, bothErr: map[string]int{}}
 	start := time.Now()
 	nseeds := 0
 	for i := 0; ; i++ {
@@ -135,7 +139,7 @@ type run struct {
 }
 
 func runSeed(t *testing.T, seed uint64, n int) tally {
-	res := tally{reasons: map[string]int{}}
+	res := tally{reasons: map[string]int{}, bothErr: map[string]int{}}
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	sch := newSchema(r)
 	freshDB(t, "fz", basePort, basePort+1)
@@ -145,7 +149,7 @@ func runSeed(t *testing.T, seed uint64, n int) tally {
 	rules := sch.rules("fz") + sch.rules("fzmin")
 	addr := startProxy(t, rules)
 	ru := &run{t: t, seed: seed, schema: sch, rules: rules,
-		ks:  openDB(t, addr, "fz"),
+		ks:     openDB(t, addr, "fz"),
 		ref:    openDB(t, fmt.Sprintf("127.0.0.1:%d", refPort), "fzref"),
 		ksMin:  openDB(t, addr, "fzmin"),
 		refMin: openDB(t, fmt.Sprintf("127.0.0.1:%d", refPort), "fzminref"),
@@ -172,6 +176,12 @@ func runSeed(t *testing.T, seed uint64, n int) tally {
 			res.reasons[refusal(ks.err)]++
 		case why == "":
 			res.same++
+			if ks.err != nil {
+				res.bothErr[fmt.Sprint(errno(ks.err))]++
+			}
+			if os.Getenv("KS_FUZZSQL_TRACE") != "" {
+				t.Logf("%d: %s -> %v", i, s.text, ks.err)
+			}
 		default:
 			res.different++
 			text, how := s.text, "text protocol"
@@ -212,8 +222,12 @@ func (ru *run) reproduce(s *stmt, prepared bool, found string, before map[string
 	if !ok {
 		return "\n    (it does not reproduce on its own rows: no regression case written)"
 	}
+	how := c.Stmt.Text
+	if c.Binary {
+		how = fmt.Sprintf("%s (prepared, args %v)", c.Stmt.PText, c.Args)
+	}
 	return fmt.Sprintf("\n    minimal reproduction (written to %s):\n      %s\n      %s\n      %s",
-		regressionsFile, strings.Join(c.KSSetup, "\n      "), strings.Join(c.Rows, "\n      "), c.Stmt.Text)
+		regressionsFile, strings.Join(c.KSSetup, "\n      "), strings.Join(c.Rows, "\n      "), how)
 }
 
 // check runs s on both sides and says why the answers differ, or "".
@@ -244,7 +258,11 @@ func check(ksDB, refDB querier, s *stmt, prepared bool) (why string, ks, ref ans
 		if prepared {
 			fq = s.fullP
 		}
-		full = fetch(ctx, refDB, prepared, fq, args...)
+		fargs := args
+		if prepared {
+			fargs = args[:s.nfull]
+		}
+		full = fetch(ctx, refDB, prepared, fq, fargs...)
 	}
 	return compareRead(s, ks, ref, full), ks, ref
 }

@@ -3,10 +3,14 @@ package fuzzsql
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 )
+
+// reTrailingNum splits a condition from the number it ends with.
+var reTrailingNum = regexp.MustCompile(`^(.*[^0-9-])(-?[0-9]+)$`)
 
 // sqlw builds a statement twice: with literals, and with ? for the
 // literals of values (their arguments in args), for the binary protocol.
@@ -39,7 +43,8 @@ type stmt struct {
 	keyCols []int  // every ORDER BY key is a select-list item: their positions
 	limit   bool   // a LIMIT, and the order is not total
 	full    string // the statement without its LIMIT, when limit
-	fullP   string // the same with ? (its arguments are args)
+	fullP   string // the same with ? (its arguments are args[:nfull])
+	nfull   int
 	fold    bool   // compare case-insensitively ('abc' and 'ABC' are one group)
 	concat  []bool // per column: a GROUP_CONCAT, its elements in any order
 }
@@ -230,6 +235,13 @@ func (g *gen) where(w *sqlw, t *table, q string) {
 		return
 	}
 	w.add(" WHERE ")
+	if a := g.colsOf(t, func(c column) bool { return c.kind == kInt }); g.chance(5) && t.name != "g" {
+		// A subquery on the global table.
+		w.add(q + a[0].name + g.pick([]string{" IN ", " NOT IN "}) + "(SELECT gk FROM g WHERE gv > ")
+		w.lit(g.v.literal(kWide))
+		w.add(")")
+		return
+	}
 	g.pred(w, t, q)
 	if g.chance(30) {
 		w.add(g.pick([]string{" AND ", " AND ", " OR "}))
@@ -238,15 +250,23 @@ func (g *gen) where(w *sqlw, t *table, q string) {
 }
 
 func (g *gen) limit(w *sqlw) {
-	n := pick(g.r, []int{0, 1, 2, 3, 5, 10, 50, 1000})
-	m := pick(g.r, []int{0, 1, 3, 10, 100})
+	n := int64(pick(g.r, []int{0, 1, 2, 3, 5, 10, 50, 1000}))
+	m := int64(pick(g.r, []int{0, 1, 3, 10, 100}))
+	num := func(v int64) { w.lit(strconv.FormatInt(v, 10), v) }
 	switch g.r.IntN(3) {
 	case 0:
-		w.add(fmt.Sprintf(" LIMIT %d", n))
+		w.add(" LIMIT ")
+		num(n)
 	case 1:
-		w.add(fmt.Sprintf(" LIMIT %d, %d", m, n))
+		w.add(" LIMIT ")
+		num(m)
+		w.add(", ")
+		num(n)
 	default:
-		w.add(fmt.Sprintf(" LIMIT %d OFFSET %d", n, m))
+		w.add(" LIMIT ")
+		num(n)
+		w.add(" OFFSET ")
+		num(m)
 	}
 }
 
@@ -303,7 +323,7 @@ func orderBy(w *sqlw, keys []orderKey) {
 func (s *stmt) finish(w *sqlw, items []item, keys []orderKey, lim func(*sqlw)) {
 	if lim != nil && !s.total {
 		s.limit = true
-		s.full, s.fullP = w.text.String(), w.ptext.String()
+		s.full, s.fullP, s.nfull = w.text.String(), w.ptext.String(), len(w.args)
 	}
 	if lim != nil {
 		lim(w)
@@ -342,9 +362,14 @@ func (g *gen) rowsQuery(t *table) stmt {
 	} else {
 		cols := slices.Clone(t.cols)
 		g.r.Shuffle(len(cols), func(i, j int) { cols[i], cols[j] = cols[j], cols[i] })
-		q := ""
-		if g.chance(20) {
+		q, from := "", " FROM "+t.name
+		switch g.r.IntN(10) {
+		case 0:
 			q = t.name + "."
+		case 1:
+			q, from = "x.", " FROM "+t.name+" AS x"
+		case 2:
+			q, from = "`"+t.name+"`.", " FROM `"+t.name+"`"
 		}
 		for _, c := range cols[:1+g.r.IntN(min(4, len(cols)))] {
 			items = append(items, colItem(c, q))
@@ -353,8 +378,17 @@ func (g *gen) rowsQuery(t *table) stmt {
 			items = append(items, g.exprItem(t))
 		}
 		g.aliases(items, "c", 25)
+		if g.chance(15) {
+			// An alias that is another column's name: ORDER BY that name
+			// sorts by the alias (never the key's name: its order is total).
+			i := g.r.IntN(len(items))
+			c := pick(g.r, t.cols[1:])
+			if c.name != items[i].id && find(items, c.name) < 0 {
+				items[i].alias = c.name
+			}
+		}
 		selectList(&w, false, items)
-		w.add(" FROM " + t.name)
+		w.add(from)
 	}
 	g.where(&w, t, "")
 	var keys []orderKey
@@ -364,7 +398,11 @@ func (g *gen) rowsQuery(t *table) stmt {
 				keys = append(keys, g.ref(items, g.r.IntN(len(items))))
 			} else {
 				c := pick(g.r, t.cols)
-				keys = append(keys, orderKey{text: c.name + g.dir(), id: c.name, item: find(items, c.name)})
+				k := orderKey{text: c.name + g.dir(), id: c.name, item: find(items, c.name)}
+				if j := slices.IndexFunc(items, func(it item) bool { return it.alias == c.name }); j >= 0 {
+					k.id, k.item = items[j].id, j // the alias, not the column
+				}
+				keys = append(keys, k)
 			}
 		}
 		if g.chance(60) {
@@ -518,6 +556,10 @@ func (g *gen) aggQuery(t *table) stmt {
 	selectList(&w, false, items)
 	w.add(" FROM " + t.name)
 	g.where(&w, t, "")
+	if g.chance(10) {
+		a := g.colsOf(t, func(c column) bool { return c.kind == kInt })[0].name
+		w.add(" HAVING " + g.pick([]string{"COUNT(*) > 3", "COUNT(*) = 0", "MAX(" + a + ") > 5", "SUM(" + a + ") < 100"}))
+	}
 	if g.chance(5) {
 		w.add(g.pick([]string{" LIMIT 1", " LIMIT 1, 1", " LIMIT 0"}))
 	}
@@ -574,7 +616,14 @@ func (g *gen) groupQuery(t *table) stmt {
 			if i > 0 {
 				w.add(g.pick([]string{" AND ", " OR "}))
 			}
-			w.add(g.having(t, items, gcols))
+			h := g.having(t, items, gcols)
+			if m := reTrailingNum.FindStringSubmatch(h); m != nil {
+				w.add(m[1])
+				n, _ := strconv.ParseInt(m[2], 10, 64)
+				w.lit(m[2], n)
+			} else {
+				w.add(h)
+			}
 		}
 	}
 	var keys []orderKey
@@ -834,6 +883,24 @@ func (g *gen) insert(t *table) stmt {
 		cols = cols[1:] // AUTO_INCREMENT gives the ids
 	}
 	w.add(verb + t.name)
+	if g.chance(10) && !odku {
+		// INSERT ... SET: one row.
+		w.add(" SET ")
+		row := g.v.row(t, false)
+		for j, c := range cols {
+			if j > 0 {
+				w.add(", ")
+			}
+			ci := slices.IndexFunc(t.cols, func(x column) bool { return x.name == c.name })
+			w.add(c.name + " = ")
+			if row[ci] == "NULL" {
+				w.add("NULL")
+			} else {
+				w.lit(row[ci], keyArg(row[ci]))
+			}
+		}
+		return stmt{text: w.text.String(), ptext: w.ptext.String(), args: w.args, write: true, table: t}
+	}
 	if len(cols) == len(t.cols) && g.chance(25) {
 		w.add(" VALUES ")
 	} else {

@@ -161,4 +161,3 @@ func freshDB(t testing.TB, db string, ports ...int) {
 		d.Close()
 	}
 }
-

@@ -44,6 +44,7 @@ type regStmt struct {
 	Limit   bool   `json:"limit,omitempty"`
 	Full    string `json:"full,omitempty"`
 	FullP   string `json:"fullp,omitempty"`
+	NFull   int    `json:"nfull,omitempty"`
 	Fold    bool   `json:"fold,omitempty"`
 	Concat  []bool `json:"concat,omitempty"`
 }
@@ -209,7 +210,7 @@ func (ru *run) minimize(s *stmt, prepared bool, found string, before map[string]
 		c.RefSetup = append(c.RefSetup, tb.refDDL)
 	}
 	c.Stmt = regStmt{Text: s.text, PText: s.ptext, Total: s.total, KeyCols: s.keyCols, Limit: s.limit,
-		Full: s.full, FullP: s.fullP, Fold: s.fold, Concat: s.concat}
+		Full: s.full, FullP: s.fullP, NFull: s.nfull, Fold: s.fold, Concat: s.concat}
 	if s.write {
 		c.Stmt.Write = s.table.name
 	}
@@ -245,7 +246,7 @@ func TestRegressions(t *testing.T) {
 			run(ks, c.Rows)
 			run(ref, c.Rows)
 			s := &stmt{text: c.Stmt.Text, ptext: c.Stmt.PText, args: decodeArgs(c.Args), write: c.Stmt.Write != "",
-				total: c.Stmt.Total, keyCols: c.Stmt.KeyCols, limit: c.Stmt.Limit, full: c.Stmt.Full, fullP: c.Stmt.FullP,
+				total: c.Stmt.Total, keyCols: c.Stmt.KeyCols, limit: c.Stmt.Limit, full: c.Stmt.Full, fullP: c.Stmt.FullP, nfull: c.Stmt.NFull,
 				fold: c.Stmt.Fold, concat: c.Stmt.Concat}
 			why, ksa, refa := check(ks, ref, s, c.Binary)
 			if why != "" {
