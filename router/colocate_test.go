@@ -383,3 +383,30 @@ func TestInsertIgnoreOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// Inside an ORDER BY expression a name that is both a select-list alias
+// and a column of the table is the column, as MariaDB reads it; a bare
+// name is the alias (found by test/fuzzsql: SELECT b AS t, ... ORDER BY
+// DATE(t) was merged by DATE(b)).
+func TestMergeOrderByColumnOverAlias(t *testing.T) {
+	s := testSchema(t)
+	s.SetColumns(NewColumns(map[TableID][]string{{"kingshard", "user"}: {"id", "t", "b"}}))
+	p := NewParser()
+	for _, tc := range []struct{ q, want, not string }{
+		{"SELECT b AS t FROM user ORDER BY DATE(t)", "DATE(`t`)", "DATE((`b`))"},
+		{"SELECT b AS x FROM user ORDER BY x + 1", "(`b`)+1", ""},
+	} {
+		pl, lits, err := s.Plan(p, tc.q, "kingshard", KindSelect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := pl.Bind(lits, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rt.String()
+		if !strings.Contains(got, tc.want) || tc.not != "" && strings.Contains(got, tc.not) {
+			t.Errorf("%s: routing\n%s\nwant %s, not %s", tc.q, got, tc.want, tc.not)
+		}
+	}
+}

@@ -621,13 +621,16 @@ func (m *mergeBuilder) expr(e ast.ExprNode) (*Expr, error) {
 // orderExpr is the expression an ORDER BY item stands for: a position or
 // an alias is the select list's expression as it is (aliases are not in
 // scope inside it); any other expression has the aliases it names
-// replaced.
+// replaced, but for a name that is also a column of a table the statement
+// reads: inside an ORDER BY expression MariaDB takes the column
+// (`SELECT b AS t ... ORDER BY DATE(t)` sorts by the column t).
 func (m *mergeBuilder) orderExpr(it ast.ExprNode) (ast.ExprNode, error) {
 	e, err := m.resolve(it, false)
 	if err != nil || e != it {
 		return e, err
 	}
-	return m.substAliases(e), nil
+	n, _ := e.Accept(&aliasSubst{m: m, columnsFirst: true})
+	return n.(ast.ExprNode), nil
 }
 
 // substAliases replaces the select-list aliases e names by their
@@ -638,7 +641,30 @@ func (m *mergeBuilder) substAliases(e ast.ExprNode) ast.ExprNode {
 	return n.(ast.ExprNode)
 }
 
-type aliasSubst struct{ m *mergeBuilder }
+// tableColumn reports whether name (lower case) is a column of a table
+// the statement reads; false when keyshard does not know their columns.
+func (m *mergeBuilder) tableColumn(name string) bool {
+	for _, r := range m.b.refs {
+		if r.subquery {
+			continue
+		}
+		db := m.b.db
+		if r.tn != nil && r.tn.Schema.L != "" {
+			db = r.tn.Schema.L
+		}
+		if tc := m.b.cols.table(db, r.name); tc != nil {
+			if _, ok := tc.pos[name]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type aliasSubst struct {
+	m            *mergeBuilder
+	columnsFirst bool // a name that is a table's column stays that column
+}
 
 func (v *aliasSubst) Enter(n ast.Node) (ast.Node, bool) {
 	switch n.(type) {
@@ -650,6 +676,9 @@ func (v *aliasSubst) Enter(n ast.Node) (ast.Node, bool) {
 
 func (v *aliasSubst) Leave(n ast.Node) (ast.Node, bool) {
 	if c, ok := n.(*ast.ColumnNameExpr); ok {
+		if v.columnsFirst && c.Name.Table.L == "" && v.m.tableColumn(c.Name.Name.L) {
+			return n, true
+		}
 		if r, err := v.m.resolve(c, true); err == nil && r != n {
 			return &ast.ParenthesesExpr{Expr: r}, true
 		}

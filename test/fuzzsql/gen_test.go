@@ -52,6 +52,8 @@ type stmt struct {
 // item is one select-list item.
 type item struct {
 	expr   string
+	plit   string // a value after expr: ? in the binary protocol (then the item has an alias)
+	parg   any
 	alias  string
 	id     string // what it computes, lower case
 	concat bool
@@ -88,6 +90,10 @@ func (g *gen) dir() string            { return g.pick([]string{"", "", " ASC", "
 func (g *gen) keyLit(w *sqlw, t *table) {
 	if g.chance(90) {
 		k := pick(g.r, t.keys)
+		if kind := t.key().kind; (kind == kDate || kind == kDT) && g.chance(30) {
+			w.lit(k, timeArg(k)) // bound as MYSQL_TYPE_DATETIME
+			return
+		}
 		if !strings.HasPrefix(k, "'") && !strings.HasPrefix(k, "-") && g.chance(8) {
 			// An integer key written as a string: '42'.
 			w.lit("'"+k+"'", k)
@@ -274,6 +280,9 @@ func (g *gen) limit(w *sqlw) {
 func (g *gen) ref(items []item, i int) orderKey {
 	it := items[i]
 	forms := []string{it.expr, strconv.Itoa(i + 1)}
+	if it.plit != "" {
+		forms = forms[1:]
+	}
 	if it.alias != "" {
 		forms = append(forms, it.alias)
 	}
@@ -300,6 +309,12 @@ func selectList(w *sqlw, distinct bool, items []item) {
 	for i, it := range items {
 		if i > 0 {
 			w.add(", ")
+		}
+		if it.plit != "" {
+			w.add(it.expr)
+			w.lit(it.plit, it.parg)
+			w.add(" AS " + it.alias)
+			continue
 		}
 		w.add(it.sql())
 	}
@@ -377,7 +392,18 @@ func (g *gen) rowsQuery(t *table) stmt {
 		if g.chance(30) {
 			items = append(items, g.exprItem(t))
 		}
+		if g.chance(10) {
+			// A value in the select list: a parameter when prepared.
+			a := g.colsOf(t, func(c column) bool { return c.kind == kInt })[0].name
+			n := int64(g.r.IntN(10))
+			items = append(items, item{expr: g.pick([]string{a + " + ", "COALESCE(" + a + ", 0) * "}), plit: strconv.FormatInt(n, 10), parg: n, id: "param"})
+		}
 		g.aliases(items, "c", 25)
+		for i := range items {
+			if items[i].plit != "" && items[i].alias == "" {
+				items[i].alias = fmt.Sprintf("p%d", i+1)
+			}
+		}
 		if g.chance(15) {
 			// An alias that is another column's name: ORDER BY that name
 			// sorts by the alias (never the key's name: its order is total).
@@ -850,6 +876,8 @@ func (g *gen) values(w *sqlw, t *table, cols []column, nrows int) {
 			switch {
 			case lit == "NULL":
 				w.add("NULL")
+			case ci == 0 && (c.kind == kDate || c.kind == kDT) && g.chance(30):
+				w.lit(lit, timeArg(lit))
 			case ci == 0:
 				w.lit(lit, keyArg(lit))
 			case c.kind == kDec:

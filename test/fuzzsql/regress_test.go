@@ -56,6 +56,8 @@ func encodeArgs(args []any) []string {
 		switch v := a.(type) {
 		case int64:
 			out = append(out, "i:"+strconv.FormatInt(v, 10))
+		case time.Time:
+			out = append(out, "t:"+v.Format("2006-01-02 15:04:05"))
 		default:
 			out = append(out, "s:"+fmt.Sprint(v))
 		}
@@ -69,6 +71,9 @@ func decodeArgs(in []string) []any {
 		if v, ok := strings.CutPrefix(a, "i:"); ok {
 			n, _ := strconv.ParseInt(v, 10, 64)
 			out = append(out, n)
+		} else if v, ok := strings.CutPrefix(a, "t:"); ok {
+			ts, _ := time.Parse("2006-01-02 15:04:05", v)
+			out = append(out, ts)
 		} else {
 			out = append(out, strings.TrimPrefix(a, "s:"))
 		}

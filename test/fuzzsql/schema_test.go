@@ -401,6 +401,18 @@ func keyArg(lit string) any {
 	return n
 }
 
+// timeArg is a date or datetime literal as a time.Time argument: the
+// driver binds it as MYSQL_TYPE_DATETIME.
+func timeArg(lit string) any {
+	s := strings.Trim(lit, "'")
+	for _, layout := range []string{"2006-01-02 15:04:05", "2006-01-02"} {
+		if ts, err := time.Parse(layout, s); err == nil {
+			return ts
+		}
+	}
+	return s
+}
+
 // row returns one random row of t as SQL literals in column order; the
 // key from t.keys (rarely t.bad).
 func (v *valueGen) row(t *table, bad bool) []string {
