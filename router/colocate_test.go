@@ -410,3 +410,23 @@ func TestMergeOrderByColumnOverAlias(t *testing.T) {
 		}
 	}
 }
+
+// GROUP BY a name that is both an alias and a column groups by the
+// column, as MariaDB does (found by test/fuzzsql: SELECT MIN(k) AS a ...
+// GROUP BY a was refused as a GROUP BY of an aggregate).
+func TestMergeGroupByColumnOverAlias(t *testing.T) {
+	s := testSchema(t)
+	s.SetColumns(NewColumns(map[TableID][]string{{"kingshard", "user"}: {"id", "a", "b"}}))
+	p := NewParser()
+	pl, lits, err := s.Plan(p, "SELECT MIN(id) AS a, COUNT(*) FROM user GROUP BY a", "kingshard", KindSelect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := pl.Bind(lits, "")
+	if err != nil {
+		t.Fatalf("GROUP BY a column named like an aggregate's alias: %v", err)
+	}
+	if got := rt.String(); !strings.Contains(got, "GROUP BY `a`") {
+		t.Errorf("routing\n%s\nwant GROUP BY `a` on the sub-tables", got)
+	}
+}

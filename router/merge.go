@@ -278,7 +278,7 @@ func (b *builder) buildMerge(st *ast.SelectStmt) (*MergeSpec, error) {
 // group lives in one sub-table and the sub-tables' groups are final.
 func (m *mergeBuilder) local(items []*ast.ByItem) bool {
 	for _, it := range items {
-		e, err := m.resolve(it.Expr, true)
+		e, err := m.resolveGroupBy(it.Expr)
 		if err != nil {
 			continue
 		}
@@ -336,6 +336,17 @@ func (m *mergeBuilder) resolve(e ast.ExprNode, group bool) (ast.ExprNode, error)
 		}
 	}
 	return e, nil
+}
+
+// resolveGroupBy is resolve for a GROUP BY item: a name that is both a
+// select-list alias and a column of a table the statement reads is the
+// column, as MariaDB reads it (in HAVING and a bare ORDER BY name the
+// alias wins).
+func (m *mergeBuilder) resolveGroupBy(e ast.ExprNode) (ast.ExprNode, error) {
+	if c, ok := e.(*ast.ColumnNameExpr); ok && c.Name.Table.L == "" && m.tableColumn(c.Name.Name.L) {
+		return e, nil
+	}
+	return m.resolve(e, true)
 }
 
 // add appends a hidden column (or finds the same one) and returns its index.
@@ -470,7 +481,7 @@ func (m *mergeBuilder) groupedMode() error {
 		}
 	} else if st.GroupBy != nil {
 		for _, it := range st.GroupBy.Items {
-			e, err := m.resolve(it.Expr, true)
+			e, err := m.resolveGroupBy(it.Expr)
 			if err != nil {
 				return err
 			}

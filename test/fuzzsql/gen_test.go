@@ -632,6 +632,26 @@ func (g *gen) groupQuery(t *table) stmt {
 		items = append(items, it)
 	}
 	g.r.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+	if g.chance(8) {
+		// An aggregate named like a group key column: GROUP BY that name
+		// is the column (MariaDB), never the aggregate. No HAVING, ORDER
+		// BY or LIMIT then (there the name is the alias).
+		for i := range items {
+			if find(items, items[i].id) == i && !slices.Contains(gkeys, items[i].id) && items[i].id != "param" {
+				for _, k := range gkeys {
+					if find(items, k) < 0 && !strings.ContainsAny(k, " (") {
+						items[i].alias = k
+						selectList(&w, false, items)
+						w.add(" FROM " + t.name)
+						g.where(&w, t, "")
+						w.add(" GROUP BY " + strings.Join(gkeys, ", "))
+						s.finish(&w, items, nil, nil)
+						return s
+					}
+				}
+			}
+		}
+	}
 	selectList(&w, false, items)
 	w.add(" FROM " + t.name)
 	g.where(&w, t, "")
