@@ -29,13 +29,13 @@ import (
 var (
 	flagSeed       = flag.Uint64("fuzzsql.seed", 0, "first seed (0: the fixed seeds of make test)")
 	flagTime       = flag.Duration("fuzzsql.time", 0, "run seed after seed for this long")
-	flagStatements = flag.Int("fuzzsql.statements", 0, "statements per seed (default 250)")
+	flagStatements = flag.Int("fuzzsql.statements", 0, "statements per seed (default 500)")
 )
 
 // defaultSeeds are make test's: fixed, so that its run is the same every time.
 var defaultSeeds = []uint64{1, 2, 3}
 
-const defaultStatements = 250
+const defaultStatements = 500
 
 func envOr[T any](name string, v T, parse func(string) (T, error)) T {
 	if s := os.Getenv(name); s != "" {

@@ -29,9 +29,6 @@ type column struct {
 // numeric: SUM and AVG take it.
 func (c column) numeric() bool { return c.kind == kInt || c.kind == kWide || c.kind == kDec }
 
-// ordered: ranges and BETWEEN on it mean something to keyshard's planner.
-func (c column) ordered() bool { return c.kind != kStr && c.kind != kBin }
-
 // table is one generated table: its columns (the first is the primary
 // key: the shard key of a sharded table), its rule, and the key values
 // writes draw from.
@@ -58,8 +55,6 @@ func (t *table) col(name string) (column, bool) {
 	}
 	return column{}, false
 }
-
-func (t *table) sharded() bool { return t.rule != "" && t.rule != "global" }
 
 var (
 	words    = []string{"abc", "ABC", "Abc", "abd", "b", "B", "zeta", "Zeta", "a_c", "", "m", "mm"}
