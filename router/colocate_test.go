@@ -426,7 +426,10 @@ func TestMergeGroupByColumnOverAlias(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GROUP BY a column named like an aggregate's alias: %v", err)
 	}
-	if got := rt.String(); !strings.Contains(got, "GROUP BY `a`") {
-		t.Errorf("routing\n%s\nwant GROUP BY `a` on the sub-tables", got)
+	// The sub-tables sort their groups by the column too: ORDER BY a
+	// would be the alias, so the hidden column's position (found by
+	// test/fuzzsql: groups of one a on several sub-tables were not merged).
+	if got := rt.String(); !strings.Contains(got, "GROUP BY `a` ORDER BY 6") {
+		t.Errorf("routing\n%s\nwant GROUP BY `a` ORDER BY 6 (the hidden `a`) on the sub-tables", got)
 	}
 }

@@ -338,6 +338,24 @@ func (m *mergeBuilder) resolve(e ast.ExprNode, group bool) (ast.ExprNode, error)
 	return e, nil
 }
 
+// shadowed reports whether e is an unqualified column whose name is also
+// a select-list alias of another expression: in an ORDER BY, that name
+// is the alias.
+func (m *mergeBuilder) shadowed(e ast.ExprNode) bool {
+	c, ok := e.(*ast.ColumnNameExpr)
+	if !ok || c.Name.Table.L != "" {
+		return false
+	}
+	for _, f := range m.fields {
+		if f.AsName.L == c.Name.Name.L {
+			if fc, ok := f.Expr.(*ast.ColumnNameExpr); !ok || fc.Name.Name.L != c.Name.Name.L {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // resolveGroupBy is resolve for a GROUP BY item: a name that is both a
 // select-list alias and a column of a table the statement reads is the
 // column, as MariaDB reads it (in HAVING and a bare ORDER BY name the
@@ -585,7 +603,13 @@ func (m *mergeBuilder) groupedMode() error {
 			return err
 		}
 		spec.Sort = append(spec.Sort, SortKey{Col: j, Desc: desc[i]})
-		items = append(items, &ast.ByItem{Expr: e, Desc: desc[i]})
+		var by ast.ExprNode = e
+		if m.shadowed(e) {
+			// ORDER BY name would be the alias: sort by the hidden
+			// column's position.
+			by = &ast.PositionExpr{N: len(m.fields) + j + 1}
+		}
+		items = append(items, &ast.ByItem{Expr: by, Desc: desc[i]})
 		groupBy = append(groupBy, &ast.ByItem{Expr: e})
 	}
 	spec.GroupKeys = len(order)

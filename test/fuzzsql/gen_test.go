@@ -761,12 +761,20 @@ func (g *gen) joinQuery() stmt {
 	th := g.s.byName["th"]
 	other := g.s.byName["th2"]
 	global := g.chance(35)
+	self := !global && g.chance(20)
 	if global {
 		other = g.s.byName["g"]
 	}
+	if self {
+		other = th
+	}
 	x, y := "th", other.name
-	if g.chance(25) {
+	if g.chance(25) || self {
 		x, y = "x", "y"
+	}
+	oq := "" // the qualifier of other's columns: unambiguous but in a self-join
+	if self {
+		oq = "y."
 	}
 	from := " FROM th"
 	if x == "x" {
@@ -808,7 +816,14 @@ func (g *gen) joinQuery() stmt {
 			continue
 		}
 		if g.chance(50) {
-			items = append(items, item{expr: c.name, id: c.name})
+			items = append(items, item{expr: oq + c.name, id: oq + c.name})
+		}
+	}
+	if self {
+		for i := range items {
+			if !strings.Contains(items[i].expr, ".") {
+				items[i].expr = x + "." + items[i].expr
+			}
 		}
 	}
 	agg := g.chance(30)
@@ -816,14 +831,17 @@ func (g *gen) joinQuery() stmt {
 		var gk string
 		if g.chance(50) {
 			gk = "a"
-			items = []item{{expr: "a", id: "a"}}
+			if self {
+				gk = "x.a"
+			}
+			items = []item{{expr: gk, id: "a"}}
 		} else {
 			items = nil
 		}
 		items = append(items, item{expr: "COUNT(*)", id: "count(*)"})
 		for _, c := range other.cols {
 			if c.numeric() && c.name != "k" && c.name != "gk" {
-				items = append(items, item{expr: "SUM(" + c.name + ")", id: "sum(" + c.name + ")"})
+				items = append(items, item{expr: "SUM(" + oq + c.name + ")", id: "sum(" + c.name + ")"})
 				break
 			}
 		}
@@ -831,7 +849,7 @@ func (g *gen) joinQuery() stmt {
 		w.add(from)
 		g.joinWhere(&w, th, x, on, comma)
 		if gk != "" {
-			w.add(" GROUP BY a ORDER BY a")
+			w.add(" GROUP BY " + gk + " ORDER BY " + gk)
 			s.total = true
 		} else {
 			s.total = true
@@ -1024,6 +1042,36 @@ func (g *gen) delete(t *table) stmt {
 	return stmt{text: w.text.String(), ptext: w.ptext.String(), args: w.args, write: true, table: t}
 }
 
+// joinWrite: a multi-table UPDATE or DELETE of th joined with th2 on
+// their keys (co-located); th is the table it changes.
+func (g *gen) joinWrite() stmt {
+	var w sqlw
+	th := g.s.byName["th"]
+	th2 := g.s.byName["th2"]
+	cond := func() {
+		switch g.r.IntN(3) {
+		case 0:
+			g.pred(&w, th, "th.")
+		case 1:
+			g.colPred(&w, th2.cols[slices.IndexFunc(th2.cols, func(c column) bool { return c.name == "a2" })], "th2.")
+		default:
+			g.keyPred(&w, th2, "th2.")
+		}
+	}
+	if g.chance(50) {
+		if g.chance(50) {
+			w.add("UPDATE th JOIN th2 ON th.k = th2.k SET th.a = th2.a2")
+			w.add(" WHERE ")
+		} else {
+			w.add("UPDATE th, th2 SET th.a = COALESCE(th2.a2, 0) + 1 WHERE th.k = th2.k AND ")
+		}
+	} else {
+		w.add("DELETE th FROM th JOIN th2 ON th.k = th2.k WHERE ")
+	}
+	cond()
+	return stmt{text: w.text.String(), ptext: w.ptext.String(), args: w.args, write: true, table: th}
+}
+
 // next generates one statement.
 func (g *gen) next() stmt {
 	g.dcol = ""
@@ -1031,6 +1079,9 @@ func (g *gen) next() stmt {
 	if g.chance(30) {
 		// Writes, more inserts while the table is small.
 		n := g.rows[t.name]
+		if t.name == "th" && g.chance(15) {
+			return g.joinWrite()
+		}
 		switch r := g.r.IntN(10); {
 		case r < 4 || n < 20 && r < 7:
 			return g.insert(t)
