@@ -23,7 +23,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 # odd sources).
 GOFILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './.tmp/*')
 
-.PHONY: help build test fuzz lint fmtcheck vet demo demo-cluster bench compat install uninstall docker clean
+.PHONY: help build test fuzz fuzz-sql lint fmtcheck vet demo demo-cluster bench compat install uninstall docker clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,6 +46,17 @@ test: fmtcheck vet ## gofmt check, go vet, go test -race ./... (end-to-end tests
 FUZZTIME ?= 2m
 fuzz: ## run every Go fuzz target for FUZZTIME each (default 2m; e.g. make fuzz FUZZ=Dispatch FUZZTIME=10m)
 	FUZZTIME="$(FUZZTIME)" FUZZ="$(FUZZ)" GO="$(GO)" scripts/fuzz.sh
+
+# The differential SQL fuzzer (test/fuzzsql): random schemas and rows over
+# every rule type, random statements through keyshard and on one MariaDB,
+# answers compared. make test runs its fixed seeds (a few seconds, in go
+# test ./...); this runs seed after seed from FUZZSQL_SEED (default: the
+# time) for FUZZTIME, FUZZSQL_STATEMENTS (1000) each. A difference fails the run and is written, minimized,
+# to test/fuzzsql/testdata/regressions.json.
+fuzz-sql: ## differential SQL fuzzer, keyshard vs one MariaDB, for FUZZTIME (default 2m; FUZZSQL_SEED=n replays from seed n)
+	$(GO) test -count=1 -timeout 0 -v -run '^TestFuzzSQL$$' ./test/fuzzsql \
+		-fuzzsql.time="$(FUZZTIME)" -fuzzsql.seed="$(or $(FUZZSQL_SEED),$(shell date +%s))" \
+		-fuzzsql.statements="$(or $(FUZZSQL_STATEMENTS),1000)"
 
 lint: fmtcheck vet ## gofmt check, go vet, staticcheck
 	$(GO) run $(STATICCHECK) ./...

@@ -22,6 +22,9 @@ type insertPlan struct {
 	seq             *Sequence
 	seqBase, seqNew int // the statement's literals; the markers keyshard added after them
 	slots           []seqSlot
+	// ignore: INSERT IGNORE, which skips a row no sub-table holds as
+	// MariaDB skips one no partition holds.
+	ignore bool
 }
 
 func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
@@ -111,7 +114,7 @@ func (b *builder) buildInsert(st *ast.InsertStmt, sharded []*tableRef) error {
 	if ki < 0 {
 		return errorf("INSERT into sharded table %s must give shard key %s", t.Table, t.Key)
 	}
-	ip := &insertPlan{}
+	ip := &insertPlan{ignore: st.IgnoreErr}
 	for _, row := range st.Lists {
 		if len(row) != len(st.Columns) {
 			return errorf("INSERT into %s: column count doesn't match value count", t.Table)
@@ -365,8 +368,13 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 			// The statement drops the parameters of HAVING and LIMIT.
 			params = tmpl.params([]int{}, lits, nil)
 		}
-	} else if len(subs) > 1 && p.merge != "" {
-		rt.Merge = p.merge
+	} else {
+		if len(subs) > 1 && p.merge != "" {
+			rt.Merge = p.merge
+		}
+		if hasParams(lits) {
+			params = reordered(tmpl, lits)
+		}
 	}
 	for _, i := range subs {
 		for j, tr := range p.tables {
@@ -387,6 +395,36 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// reordered returns the parameters in the order the rendered text holds
+// them, or nil when that is the client's order (the common case, which
+// then passes them all as they came). The restored text may order them
+// otherwise: LIMIT ? OFFSET ? is restored as LIMIT ?,? (offset first).
+func reordered(tmpl template, lits []Literal) []int {
+	var buf [16]int
+	ps := tmpl.params(buf[:0], lits, nil)
+	inOrder := true
+	for i, n := range ps {
+		if n != i {
+			inOrder = false
+			break
+		}
+	}
+	if inOrder && len(ps) == countParams(lits) {
+		return nil
+	}
+	return slices.Clone(ps)
+}
+
+func countParams(lits []Literal) int {
+	n := 0
+	for i := range lits {
+		if lits[i].Kind == LitParam {
+			n++
+		}
+	}
+	return n
 }
 
 // bindMerge binds a merge: the literal values its expressions use and the
@@ -480,10 +518,15 @@ func (p *Plan) bindInsert(rt *Routing, t *TableRule, lits []Literal, prefix stri
 	}
 	bySub := map[int][]int{}
 	var order []int
+	skipped := false
 	for r, k := range ip.keys {
 		i, null, err := k.find(t.Rule, lits)
 		if null {
 			return errorf("shard key %s of sharded table %s cannot be NULL", t.Key, t.Table)
+		}
+		if err != nil && ip.ignore && errors.Is(err, shard.ErrKeyOutOfRange) {
+			skipped = true // INSERT IGNORE: the row is left out, the others go in
+			continue
 		}
 		if err != nil {
 			return keyErr(t, err)
@@ -494,9 +537,16 @@ func (p *Plan) bindInsert(rt *Routing, t *TableRule, lits []Literal, prefix stri
 		bySub[i] = append(bySub[i], r)
 	}
 	slices.Sort(order)
+	if len(order) == 0 {
+		// INSERT IGNORE of rows no sub-table holds: MariaDB answers OK,
+		// 0 rows affected. So does a statement that changes nothing.
+		rt.add(t.NodeOf(0), t.SubTableName(0), prefix+"DO 0", []int{})
+		return nil
+	}
 	// Each statement's parameters, when not all are passed in order: a
-	// split INSERT, or one where an id replaced a ? bound to NULL or 0.
-	prepared := hasParams(lits) && len(order) > 1 || slices.ContainsFunc(ip.slots, func(s seqSlot) bool { return s.maybe })
+	// split INSERT, one that left rows out, or one where an id replaced a ?
+	// bound to NULL or 0.
+	prepared := hasParams(lits) && (len(order) > 1 || skipped) || slices.ContainsFunc(ip.slots, func(s seqSlot) bool { return s.maybe })
 	for _, i := range order {
 		var rows strings.Builder
 		var rowParams, params []int

@@ -278,7 +278,7 @@ func (b *builder) buildMerge(st *ast.SelectStmt) (*MergeSpec, error) {
 // group lives in one sub-table and the sub-tables' groups are final.
 func (m *mergeBuilder) local(items []*ast.ByItem) bool {
 	for _, it := range items {
-		e, err := m.resolve(it.Expr, true)
+		e, err := m.resolveGroupBy(it.Expr)
 		if err != nil {
 			continue
 		}
@@ -336,6 +336,35 @@ func (m *mergeBuilder) resolve(e ast.ExprNode, group bool) (ast.ExprNode, error)
 		}
 	}
 	return e, nil
+}
+
+// shadowed reports whether e is an unqualified column whose name is also
+// a select-list alias of another expression: in an ORDER BY, that name
+// is the alias.
+func (m *mergeBuilder) shadowed(e ast.ExprNode) bool {
+	c, ok := e.(*ast.ColumnNameExpr)
+	if !ok || c.Name.Table.L != "" {
+		return false
+	}
+	for _, f := range m.fields {
+		if f.AsName.L == c.Name.Name.L {
+			if fc, ok := f.Expr.(*ast.ColumnNameExpr); !ok || fc.Name.Name.L != c.Name.Name.L {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resolveGroupBy is resolve for a GROUP BY item: a name that is both a
+// select-list alias and a column of a table the statement reads is the
+// column, as MariaDB reads it (in HAVING and a bare ORDER BY name the
+// alias wins).
+func (m *mergeBuilder) resolveGroupBy(e ast.ExprNode) (ast.ExprNode, error) {
+	if c, ok := e.(*ast.ColumnNameExpr); ok && c.Name.Table.L == "" && m.tableColumn(c.Name.Name.L) {
+		return e, nil
+	}
+	return m.resolve(e, true)
 }
 
 // add appends a hidden column (or finds the same one) and returns its index.
@@ -470,7 +499,7 @@ func (m *mergeBuilder) groupedMode() error {
 		}
 	} else if st.GroupBy != nil {
 		for _, it := range st.GroupBy.Items {
-			e, err := m.resolve(it.Expr, true)
+			e, err := m.resolveGroupBy(it.Expr)
 			if err != nil {
 				return err
 			}
@@ -574,7 +603,13 @@ func (m *mergeBuilder) groupedMode() error {
 			return err
 		}
 		spec.Sort = append(spec.Sort, SortKey{Col: j, Desc: desc[i]})
-		items = append(items, &ast.ByItem{Expr: e, Desc: desc[i]})
+		var by ast.ExprNode = e
+		if m.shadowed(e) {
+			// ORDER BY name would be the alias: sort by the hidden
+			// column's position.
+			by = &ast.PositionExpr{N: len(m.fields) + j + 1}
+		}
+		items = append(items, &ast.ByItem{Expr: by, Desc: desc[i]})
 		groupBy = append(groupBy, &ast.ByItem{Expr: e})
 	}
 	spec.GroupKeys = len(order)
@@ -621,13 +656,16 @@ func (m *mergeBuilder) expr(e ast.ExprNode) (*Expr, error) {
 // orderExpr is the expression an ORDER BY item stands for: a position or
 // an alias is the select list's expression as it is (aliases are not in
 // scope inside it); any other expression has the aliases it names
-// replaced.
+// replaced, but for a name that is also a column of a table the statement
+// reads: inside an ORDER BY expression MariaDB takes the column
+// (`SELECT b AS t ... ORDER BY DATE(t)` sorts by the column t).
 func (m *mergeBuilder) orderExpr(it ast.ExprNode) (ast.ExprNode, error) {
 	e, err := m.resolve(it, false)
 	if err != nil || e != it {
 		return e, err
 	}
-	return m.substAliases(e), nil
+	n, _ := e.Accept(&aliasSubst{m: m, columnsFirst: true})
+	return n.(ast.ExprNode), nil
 }
 
 // substAliases replaces the select-list aliases e names by their
@@ -638,7 +676,30 @@ func (m *mergeBuilder) substAliases(e ast.ExprNode) ast.ExprNode {
 	return n.(ast.ExprNode)
 }
 
-type aliasSubst struct{ m *mergeBuilder }
+// tableColumn reports whether name (lower case) is a column of a table
+// the statement reads; false when keyshard does not know their columns.
+func (m *mergeBuilder) tableColumn(name string) bool {
+	for _, r := range m.b.refs {
+		if r.subquery {
+			continue
+		}
+		db := m.b.db
+		if r.tn != nil && r.tn.Schema.L != "" {
+			db = r.tn.Schema.L
+		}
+		if tc := m.b.cols.table(db, r.name); tc != nil {
+			if _, ok := tc.pos[name]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type aliasSubst struct {
+	m            *mergeBuilder
+	columnsFirst bool // a name that is a table's column stays that column
+}
 
 func (v *aliasSubst) Enter(n ast.Node) (ast.Node, bool) {
 	switch n.(type) {
@@ -650,6 +711,9 @@ func (v *aliasSubst) Enter(n ast.Node) (ast.Node, bool) {
 
 func (v *aliasSubst) Leave(n ast.Node) (ast.Node, bool) {
 	if c, ok := n.(*ast.ColumnNameExpr); ok {
+		if v.columnsFirst && c.Name.Table.L == "" && v.m.tableColumn(c.Name.Name.L) {
+			return n, true
+		}
 		if r, err := v.m.resolve(c, true); err == nil && r != n {
 			return &ast.ParenthesesExpr{Expr: r}, true
 		}
