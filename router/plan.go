@@ -267,7 +267,7 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	if len(sharded) == 0 {
 		return b.plan, nil
 	}
-	if pl, err := b.pushdown(stmt, sharded, params); pl != nil || err != nil {
+	if pl, err := b.pushdown(stmt, params); pl != nil || err != nil {
 		return pl, err // UNION, INSERT ... SELECT: pushdown.go
 	}
 	pl := b.plan

@@ -1,6 +1,8 @@
 package router
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -137,7 +139,7 @@ func (a *arm) keyAt(i int) bool {
 
 // pushdown plans a UNION or an INSERT ... SELECT naming sharded tables
 // (nil, nil: neither, planned as before).
-func (b *builder) pushdown(stmt ast.StmtNode, sharded []*tableRef, params bool) (*Plan, error) {
+func (b *builder) pushdown(stmt ast.StmtNode, params bool) (*Plan, error) {
 	switch st := stmt.(type) {
 	case *ast.SetOprStmt:
 		return b.buildUnion(st, params)
@@ -145,7 +147,10 @@ func (b *builder) pushdown(stmt ast.StmtNode, sharded []*tableRef, params bool) 
 		if st.Select == nil {
 			return nil, nil
 		}
-		for _, r := range sharded {
+		for _, r := range b.refs {
+			if r.rule == nil || r.rule.Global {
+				continue
+			}
 			if st.Table != nil && st.Table.TableRefs != nil {
 				if ts, ok := st.Table.TableRefs.Left.(*ast.TableSource); ok && ts.Source == ast.ResultSetNode(r.tn) {
 					return b.buildInsertSelect(st, r, params)
@@ -168,23 +173,20 @@ func (b *builder) buildUnion(st *ast.SetOprStmt, params bool) (*Plan, error) {
 	if st.With != nil || st.SelectList == nil || st.SelectList.With != nil {
 		return nil, errorf("WITH over a UNION of sharded table %s is not supported: write the CTE's SELECT in each arm", first.Table)
 	}
+	var sels []*ast.SelectStmt
+	distinct, limited := "", false
+	if err := unionArms(st.SelectList, &sels, &distinct, &limited); err != nil {
+		return nil, errorf("%s inside a UNION on sharded table %s is not supported", err.Error(), first.Table)
+	}
 	var arms []*arm
-	distinct := ""
-	for _, n := range st.SelectList.Selects {
-		sel, ok := n.(*ast.SelectStmt)
-		if !ok {
-			return nil, errorf("nested set operations (a parenthesized UNION inside a UNION) with sharded table %s are not supported: "+
-				"write the arms at one level", first.Table)
-		}
-		if sel.With != nil {
-			return nil, errorf("WITH inside a UNION arm on sharded table %s is not supported", first.Table)
-		}
-		if op := sel.AfterSetOperator; op != nil && *op != ast.UnionAll && distinct == "" {
-			distinct = op.String()
-		}
+	for _, sel := range sels {
 		a, err := b.planArm(sel)
 		if err != nil {
 			return nil, err
+		}
+		if len(a.sharded) == 0 && len(a.b.plan.unsharded) > 0 {
+			return nil, errorf("a UNION of sharded table %s with table %s, which is only on default node %s, is not supported: "+
+				"run the SELECT on %s on its own", first.Table, a.b.plan.unsharded[0], b.plan.def, a.b.plan.unsharded[0])
 		}
 		arms = append(arms, a)
 	}
@@ -229,7 +231,7 @@ func (b *builder) buildUnion(st *ast.SetOprStmt, params bool) (*Plan, error) {
 			pl.cond = &cond{op: condOr, kids: conds}
 		}
 	}
-	if pl.merge == "" && (st.OrderBy != nil || st.Limit != nil) {
+	if pl.merge == "" && (st.OrderBy != nil || st.Limit != nil || limited) {
 		pl.merge = "ORDER BY or LIMIT over a UNION spread over several sub-tables is not supported " +
 			"(each sub-table would order and limit its own rows); order and limit in the application, or run each SELECT on its own"
 	}
@@ -239,6 +241,40 @@ func (b *builder) buildUnion(st *ast.SetOprStmt, params bool) (*Plan, error) {
 	}
 	b.aliases = nameFields(arms[0].sel, params)
 	return b.finishPushdown(st, params)
+}
+
+// unionArms lists the SELECTs of a set operation, at any depth of
+// parentheses; distinct: the first operator that is not UNION ALL;
+// limited: a parenthesized part has ORDER BY or LIMIT of its own.
+func unionArms(n ast.Node, out *[]*ast.SelectStmt, distinct *string, limited *bool) error {
+	var op *ast.SetOprType
+	switch x := n.(type) {
+	case *ast.SetOprSelectList:
+		if x.With != nil {
+			return errors.New("WITH")
+		}
+		if x.OrderBy != nil || x.Limit != nil {
+			*limited = true
+		}
+		op = x.AfterSetOperator
+		for _, k := range x.Selects {
+			if err := unionArms(k, out, distinct, limited); err != nil {
+				return err
+			}
+		}
+	case *ast.SelectStmt:
+		if x.With != nil {
+			return errors.New("WITH")
+		}
+		op = x.AfterSetOperator
+		*out = append(*out, x)
+	default:
+		return fmt.Errorf("%T", n)
+	}
+	if op != nil && *op != ast.UnionAll && *distinct == "" {
+		*distinct = op.String()
+	}
+	return nil
 }
 
 // keyInPlace reports whether every arm selects a column tied to its shard
