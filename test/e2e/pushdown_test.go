@@ -289,7 +289,7 @@ func TestInsertSelectTransaction(t *testing.T) {
 		t.Fatalf("after COMMIT the sub-tables hold %s rows, want 32", n)
 	}
 	mustExec(t, ref, ins)
-	got, want := sortedRows(t, db, "SELECT * FROM new_orders"), sortedRows(t, ref, "SELECT * FROM new_orders")
+	got, want := sortedRows(t, c, "SELECT * FROM new_orders"), sortedRows(t, ref, "SELECT * FROM new_orders")
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("after COMMIT\n got  %v\n want %v", got, want)
 	}
