@@ -86,8 +86,24 @@ func (b *builder) planArm(sel *ast.SelectStmt) (*arm, error) {
 		a.why = "a SELECT on sharded table " + a.sharded[0].rule.Table + " " + why
 	} else if sel.SelectStmtOpts != nil && sel.SelectStmtOpts.CalcFoundRows {
 		a.why = "SQL_CALC_FOUND_ROWS"
+	} else if sel.Distinct && !a.selectsKey() {
+		a.why = "a SELECT DISTINCT on sharded table " + a.sharded[0].rule.Table + " does not select its shard key"
 	}
 	return a, nil
+}
+
+// selectsKey reports whether the arm selects a column tied to its shard
+// key: its rows of different sub-tables then differ.
+func (a *arm) selectsKey() bool {
+	if a.sel.Fields == nil {
+		return false
+	}
+	for i := range a.sel.Fields.Fields {
+		if a.keyAt(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyAt reports whether select-list item i of the arm is a column tied to

@@ -95,6 +95,7 @@ func TestUnionPushdown(t *testing.T) {
 		"SELECT w_name, d_name FROM warehouse JOIN district ON d_w_id = w_id WHERE d_id = 1 UNION ALL SELECT o_id, o_amount FROM orders WHERE o_id = 2",
 		"SELECT d_w_id, COUNT(*) FROM district GROUP BY d_w_id UNION ALL SELECT o_w_id, SUM(o_amount) FROM orders GROUP BY o_w_id",
 		"(SELECT o_id FROM orders) UNION ALL (SELECT d_id FROM district UNION ALL SELECT w_id FROM warehouse)",
+		"SELECT DISTINCT o_w_id, o_amount FROM orders UNION ALL SELECT d_w_id, d_id FROM district",
 		// UNION (distinct) with the key in the same place in every arm
 		"SELECT o_w_id, o_d_id FROM orders UNION SELECT d_w_id, d_id FROM district",
 		"SELECT o_w_id, o_amount FROM orders INTERSECT SELECT o_w_id, o_amount FROM orders WHERE o_d_id = 1",
@@ -140,6 +141,8 @@ func TestUnionPushdown(t *testing.T) {
 			"UNION (without ALL) over several sub-tables is not supported unless every SELECT selects its shard key in the same position; use UNION ALL"},
 		{"SELECT o_id FROM orders UNION ALL SELECT 1",
 			"a UNION mixing sharded table orders with a SELECT on no sharded table (it would run on every sub-table) is not supported"},
+		{"SELECT DISTINCT o_amount FROM orders UNION ALL SELECT d_id FROM district",
+			"UNION where a SELECT DISTINCT on sharded table orders does not select its shard key"},
 		{"SELECT COUNT(*) FROM orders UNION ALL SELECT COUNT(*) FROM district",
 			"UNION where a SELECT on sharded table orders aggregates rows of several sub-tables: group it by the shard key"},
 		{"SELECT o_id FROM orders UNION ALL SELECT c_id FROM cust8",
