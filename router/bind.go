@@ -348,12 +348,9 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 		}
 	}
 	if len(subs) == 0 {
-		if p.Stmt == KindInsert || p.Stmt == KindReplace {
-			e := errorf("no sub-table of %s holds this shard key", t.Table)
-			e.Code = erNoPartitionForValue
-			return e
-		}
-		// Nothing can match; one sub-table gives the right empty answer.
+		// Nothing can match; one sub-table gives the right empty answer
+		// (an INSERT ... SELECT whose key no sub-table holds inserts
+		// nothing, as MariaDB's would).
 		subs = []int{0}
 	}
 	tmpl, extra := p.tmpl, ""

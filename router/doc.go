@@ -14,7 +14,9 @@
 // place equal keys together and equalities tie the tables' keys (scope.go);
 // the columns of the tables, which keyshard learns from the backends and
 // hands over with Schema.SetColumns, tell which table an unqualified column
-// belongs to.
+// belongs to. A UNION of co-located SELECTs and an INSERT ... SELECT
+// between co-located tables run whole on each sub-table index they may
+// touch, where that is exact (pushdown.go).
 //
 // router does no I/O and never imports backend or proxy; the TiDB parser is
 // not goroutine-safe, so each session owns a Parser.

@@ -268,6 +268,9 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	if len(sharded) == 0 {
 		return b.plan, nil
 	}
+	if pl, err := b.pushdown(stmt, params); pl != nil || err != nil {
+		return pl, err // UNION, INSERT ... SELECT: pushdown.go
+	}
 	pl := b.plan
 	pl.Kind = PlanSharded
 	if _, ins := stmt.(*ast.InsertStmt); !ins && (len(b.refs) > 1 || sharded[0].subquery) {
