@@ -18,7 +18,6 @@ package main
 
 import (
 	"database/sql"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +34,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/keyshard/keyshard/test/bank"
 )
 
 const accounts, balance = 16, 1000 // ids 0-3, 8-11 on node1; 4-7, 12-15 on node2
@@ -118,14 +118,14 @@ func main() {
 					_, err = db.Exec(fmt.Sprintf("UPDATE accounts SET balance = balance + CASE id WHEN %d THEN %d WHEN %d THEN %d END, "+
 						"ops = ops + 1 WHERE id IN (%d, %d)", a, -x, b, x, a, b))
 				} else {
-					err = transfer(db, a, b, x)
+					err = bank.Transfer(db, a, b, x)
 				}
 				switch {
 				case err == nil:
 					mu.Lock()
 					acks = append(acks, time.Since(t0))
 					mu.Unlock()
-				case isConnErr(err):
+				case bank.IsConnErr(err):
 					lost.Add(1)
 					time.Sleep(10 * time.Millisecond) // keyshard restarting
 				default:
@@ -175,27 +175,4 @@ func main() {
 	if total != accounts*balance || ops%2 != 0 {
 		log.Fatalf("total balance %d (want %d), operations %d (want an even number)", total, accounts*balance, ops)
 	}
-}
-
-func transfer(db *sql.DB, a, b, x int) error {
-	tx, err := db.Begin()
-	if err != nil {
-		return err
-	}
-	for _, q := range []string{
-		fmt.Sprintf("UPDATE accounts SET balance = balance - %d, ops = ops + 1 WHERE id = %d", x, a),
-		fmt.Sprintf("UPDATE accounts SET balance = balance + %d, ops = ops + 1 WHERE id = %d", x, b),
-	} {
-		if _, err := tx.Exec(q); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-func isConnErr(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "invalid connection") ||
-		strings.Contains(err.Error(), "bad connection") || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection refused")
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/keyshard/keyshard/test/bank"
 )
 
 // The bank test: transfers between accounts on two nodes, each one UPDATE
@@ -122,10 +123,10 @@ func TestXABankWithKills(t *testing.T) {
 							"WHERE id IN (%d, %d)", a, -x, b, x, a, b))
 					} else {
 						// A transaction over both nodes.
-						err = transfer(db, a, b, x)
+						err = bank.Transfer(db, a, b, x)
 					}
 					if err != nil {
-						if isConnErr(err) {
+						if bank.IsConnErr(err) {
 							return // keyshard is gone: this transfer is in doubt
 						}
 						continue // refused (a lock wait): not applied
@@ -195,30 +196,4 @@ func TestXABankWithKills(t *testing.T) {
 		sum += acked[id]
 	}
 	t.Logf("%d acknowledged transfers, %d applied (the rest were in doubt when keyshard died, committed by recovery)", sum/2, ops/2)
-}
-
-// transfer moves x from account a to b in one transaction of two
-// statements.
-func transfer(db *sql.DB, a, b, x int) error {
-	tx, err := db.Begin()
-	if err != nil {
-		return err
-	}
-	for _, q := range []string{
-		fmt.Sprintf("UPDATE accounts SET balance = balance - %d, ops = ops + 1 WHERE id = %d", x, a),
-		fmt.Sprintf("UPDATE accounts SET balance = balance + %d, ops = ops + 1 WHERE id = %d", x, b),
-	} {
-		if _, err := tx.Exec(q); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-// isConnErr reports whether err says the connection to keyshard is gone.
-func isConnErr(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "invalid connection") ||
-		strings.Contains(err.Error(), "bad connection") || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection refused")
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/keyshard/keyshard/test/bank"
 )
 
 // The liveness of keyshard instances (proxy/xa/liveness.go): each holds
@@ -254,9 +256,9 @@ func killedTransfer(t *testing.T, p *ksProc, statement bool) {
 	if statement {
 		_, err = db.Exec("UPDATE accounts SET balance = balance + CASE id WHEN 1 THEN -10 WHEN 5 THEN 10 END, ops = ops + 1 WHERE id IN (1, 5)")
 	} else {
-		err = transfer(db, 1, 5, 10)
+		err = bank.Transfer(db, 1, 5, 10)
 	}
-	if err == nil || !isConnErr(err) {
+	if err == nil || !bank.IsConnErr(err) {
 		t.Fatalf("a transfer through a keyshard killed before its decision: %v; want the connection lost", err)
 	}
 	_ = p.cmd.Wait()
