@@ -82,6 +82,15 @@ for t in "${targets[@]}"; do
 	if "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "${parallel[@]}" "$pkg" 2>&1 | tee "$log"; then
 		continue
 	fi
+	# Go's fuzzing engine, on a machine too busy to run its workers, can
+	# end a run with a bare "context deadline exceeded" at -fuzztime: no
+	# failing input, nothing of the target's. Run such a target once more.
+	if grep -q '^    context deadline exceeded$' "$log" && ! grep -q 'Failing input written' "$log"; then
+		echo "fuzz.sh: $name: the fuzzing engine timed out without an input (a busy machine); once more"
+		if "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "${parallel[@]}" "$pkg" 2>&1 | tee "$log"; then
+			continue
+		fi
+	fi
 	# go test prints "Failing input written to testdata/fuzz/FuzzXxx/HASH",
 	# relative to the package directory.
 	crasher=$(sed -n 's/.*Failing input written to \(testdata\/fuzz\/[^ ]*\).*/\1/p' "$log" | head -1)
