@@ -43,10 +43,13 @@ func (d *dataPlane) srv() *Server { return (*Server)(d) }
 
 func (d *dataPlane) Config() *config.Config          { return d.srv().Config() }
 func (d *dataPlane) Nodes() map[string]*backend.Node { return d.srv().Nodes() }
-func (d *dataPlane) Blacklist() *blacklist.List      { return d.black.Load() }
-func (d *dataPlane) SetBlacklist(b *blacklist.List)  { d.black.Store(b) }
-func (d *dataPlane) ResetDigests()                   { d.digests.Reset() }
-func (d *dataPlane) Conns() int64                    { return d.fe.Conns() }
+func (d *dataPlane) Running() (*config.Config, map[string]*backend.Node) {
+	return d.srv().Running()
+}
+func (d *dataPlane) Blacklist() *blacklist.List     { return d.black.Load() }
+func (d *dataPlane) SetBlacklist(b *blacklist.List) { d.black.Store(b) }
+func (d *dataPlane) ResetDigests()                  { d.digests.Reset() }
+func (d *dataPlane) Conns() int64                   { return d.fe.Conns() }
 
 func (d *dataPlane) Revision() (int64, time.Time) {
 	snap := d.snap.Load()

@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 
+	"github.com/keyshard/keyshard/backend"
+	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/xa"
 	"github.com/keyshard/keyshard/router"
 )
@@ -17,3 +19,10 @@ func (s *Server) Routes() map[string]*router.Schema { return s.snap.Load().route
 // XABranches lists keyshard's prepared branches on every node, with the
 // decision recorded for each (in doubt: none yet, or not finished).
 func (s *Server) XABranches(ctx context.Context) ([]xa.Branch, error) { return s.xa.Branches(ctx) }
+
+// Running is the running configuration and its nodes, of one snapshot
+// (xa.Env, control.DataPlane).
+func (s *Server) Running() (*config.Config, map[string]*backend.Node) {
+	snap := s.snap.Load()
+	return snap.cfg, snap.nodes
+}

@@ -239,7 +239,7 @@ type downNode struct {
 // tick looks at every node once: asks the replicas of the nodes whose
 // master is down (and the former masters due), all at once, then acts.
 func (m *failoverMonitor) tick(now time.Time) {
-	cfg, nodes := m.p.dp.Config(), m.p.dp.Nodes()
+	cfg, nodes := m.p.dp.Running()
 	timeout := cfg.ConnectTimeout.D() + cfg.HealthCheckTimeout.D()
 	var down []*downNode
 	var all []*roleAsk

@@ -173,6 +173,9 @@ func (d *fakeData) Config() *config.Config {
 	return d.cfg
 }
 func (d *fakeData) Nodes() map[string]*backend.Node { return nil }
+func (d *fakeData) Running() (*config.Config, map[string]*backend.Node) {
+	return d.Config(), nil
+}
 func (d *fakeData) Revision() (int64, time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -21,6 +21,10 @@ type DataPlane interface {
 	Config() *config.Config
 	// Nodes returns the running backend nodes by name (not to be modified).
 	Nodes() map[string]*backend.Node
+	// Running returns the running configuration and its nodes, of one
+	// snapshot (Config and Nodes, called one after the other, may see a
+	// reload in between).
+	Running() (*config.Config, map[string]*backend.Node)
 	// Revision is the running config's: configs applied since start (1:
 	// the first), and when it was.
 	Revision() (rev int64, applied time.Time)

@@ -49,6 +49,9 @@ type Env interface {
 	Nodes() map[string]*backend.Node
 	// Config is the running configuration.
 	Config() *config.Config
+	// Running is the running configuration and its nodes, of one
+	// snapshot.
+	Running() (*config.Config, map[string]*backend.Node)
 	// Routes are the compiled shard rules, by user: a sequence starts
 	// after the ids already in every table it fills.
 	Routes() map[string]*router.Schema

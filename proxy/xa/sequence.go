@@ -79,8 +79,8 @@ func (q *Sequences) Take(ctx context.Context, seq *router.Sequence, t *router.Ta
 // fetch takes a block of size ids of seq on the sequence node and returns
 // the first.
 func (q *Sequences) fetch(ctx context.Context, seq *router.Sequence, t *router.TableRule, size uint64) (uint64, error) {
-	node := q.x.env.Config().XALogNode
-	nodes := q.x.env.Nodes()
+	cfg, nodes := q.x.env.Running()
+	node := cfg.XALogNode
 	nd := nodes[node]
 	if nd == nil {
 		return 0, engine.Errorf(engine.KindNotSupported, "keyshard: sequence %s: its node %q (xa_log_node) is not configured", seq.Name, node)
