@@ -18,6 +18,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/keyshard/keyshard/test/sqldiff"
 )
 
 // Scatter-gather merge (issue 5): a SELECT on a sharded table whose WHERE
@@ -70,7 +71,7 @@ func mgFreshDB(t *testing.T, db string, ports ...int) {
 }
 
 // mgNull stands for SQL NULL in fetched rows.
-const mgNull = "\x00NULL"
+const mgNull = sqldiff.Null
 
 type mgQuerier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -304,33 +305,19 @@ func mgData(rng *rand.Rand) (rows [][]string, ids []int) {
 	return rows, ids
 }
 
-// mgSQL builds a statement twice: with literals, and with ? for the
-// literals of the WHERE clause (their values in args).
-type mgSQL struct {
-	text, ptext strings.Builder
-	args        []any
-}
+// mgSQL is a statement being built, with the literal kinds the merge
+// diff writes.
+type mgSQL struct{ sqldiff.Builder }
 
-func (w *mgSQL) add(s string) {
-	w.text.WriteString(s)
-	w.ptext.WriteString(s)
-}
+func (w *mgSQL) int(n int) { w.Lit(strconv.Itoa(n), int64(n)) }
 
-func (w *mgSQL) lit(text string, arg any) {
-	w.text.WriteString(text)
-	w.ptext.WriteString("?")
-	w.args = append(w.args, arg)
-}
-
-func (w *mgSQL) int(n int) { w.lit(strconv.Itoa(n), int64(n)) }
-
-func (w *mgSQL) str(s string) { w.lit("'"+s+"'", s) }
+func (w *mgSQL) str(s string) { w.Lit("'"+s+"'", s) }
 
 // dec writes a DECIMAL literal; its parameter is a string (go-sql-driver
 // has no decimal type).
 func (w *mgSQL) dec(cents int) {
 	v := mgDecimal(cents)
-	w.lit(v, v)
+	w.Lit(v, v)
 }
 
 // mgItem is one select-list item.
@@ -407,78 +394,78 @@ func (g *mgGen) pred(w *mgSQL) {
 	switch r.IntN(17) {
 	case 0:
 		a := r.IntN(8)
-		w.add("g BETWEEN ")
+		w.Add("g BETWEEN ")
 		w.int(a)
-		w.add(" AND ")
+		w.Add(" AND ")
 		w.int(a + r.IntN(4))
 	case 1:
-		w.add(g.pick([]string{"g > ", "g <= ", "g <> "}))
+		w.Add(g.pick([]string{"g > ", "g <= ", "g <> "}))
 		w.int(r.IntN(8))
 	case 2:
-		w.add(g.pick([]string{"g IS NULL", "g IS NOT NULL", "h IS NULL"}))
+		w.Add(g.pick([]string{"g IS NULL", "g IS NOT NULL", "h IS NULL"}))
 	case 3:
-		w.add(g.pick([]string{"h = ", "h >= "}))
+		w.Add(g.pick([]string{"h = ", "h >= "}))
 		w.int(r.IntN(3))
 	case 4:
 		a := r.IntN(200001) - 100000
 		b := a + r.IntN(100000)
-		w.add("d BETWEEN ")
+		w.Add("d BETWEEN ")
 		w.dec(a)
-		w.add(" AND ")
+		w.Add(" AND ")
 		w.dec(b)
 	case 5:
-		w.add(g.pick([]string{"d < ", "d >= "}))
+		w.Add(g.pick([]string{"d < ", "d >= "}))
 		w.dec(r.IntN(200001) - 100000)
 	case 6:
 		a := r.IntN(6300) - 300
-		w.add("id BETWEEN ")
+		w.Add("id BETWEEN ")
 		w.int(a)
-		w.add(" AND ")
+		w.Add(" AND ")
 		w.int(a + r.IntN(3000))
 	case 7:
-		w.add(g.pick([]string{"id > ", "id < ", "id <> "}))
+		w.Add(g.pick([]string{"id > ", "id < ", "id <> "}))
 		w.int(r.IntN(6300) - 300)
 	case 8: // a few sub-tables (or one)
-		w.add("id IN (")
+		w.Add("id IN (")
 		for i := range 1 + r.IntN(6) {
 			if i > 0 {
-				w.add(", ")
+				w.Add(", ")
 			}
 			w.int(g.ids[r.IntN(len(g.ids))])
 		}
-		w.add(")")
+		w.Add(")")
 	case 9:
-		w.add("s IN (")
+		w.Add("s IN (")
 		for i := range 1 + r.IntN(3) {
 			if i > 0 {
-				w.add(", ")
+				w.Add(", ")
 			}
 			w.str(g.pick(mgWords))
 		}
-		w.add(")")
+		w.Add(")")
 	case 10:
-		w.add("s LIKE ")
+		w.Add("s LIKE ")
 		w.str(g.pick([]string{"a%", "A%", "%c", "ab_", "%", "z%", "a_c"}))
 	case 11:
-		w.add(g.pick([]string{"s IS NULL", "s IS NOT NULL", "s = ''"}))
+		w.Add(g.pick([]string{"s IS NULL", "s IS NOT NULL", "s = ''"}))
 	case 12:
-		w.add(g.pick([]string{"dt >= ", "dt < "}))
+		w.Add(g.pick([]string{"dt >= ", "dt < "}))
 		w.str(time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, r.IntN(800)).Format("2006-01-02"))
 	case 13:
-		w.add(g.pick([]string{"u > ", "u <= "}))
+		w.Add(g.pick([]string{"u > ", "u <= "}))
 		v := []uint64{9223372036854775807, 9223372036854775808, 1000, 17000000000000000000}[r.IntN(4)]
-		w.lit(strconv.FormatUint(v, 10), v)
+		w.Lit(strconv.FormatUint(v, 10), v)
 	case 14:
-		w.add("ts < ")
+		w.Add("ts < ")
 		w.str("2020-06-01 12:00:00")
 	case 15:
-		w.add("(g = ")
+		w.Add("(g = ")
 		w.int(r.IntN(8))
-		w.add(" OR s = ")
+		w.Add(" OR s = ")
 		w.str(g.pick(mgWords))
-		w.add(")")
+		w.Add(")")
 	default:
-		w.add("g + h > ")
+		w.Add("g + h > ")
 		w.int(r.IntN(9))
 	}
 }
@@ -489,14 +476,14 @@ func (g *mgGen) where(w *mgSQL) {
 	case r < 4:
 		return
 	case r == 4: // nothing matches: aggregates of no rows
-		w.add(" WHERE id > ")
+		w.Add(" WHERE id > ")
 		w.int(100000000)
 		return
 	}
-	w.add(" WHERE ")
+	w.Add(" WHERE ")
 	g.pred(w)
 	if g.rng.IntN(3) == 0 {
-		w.add(g.pick([]string{" AND ", " OR "}))
+		w.Add(g.pick([]string{" AND ", " OR "}))
 		g.pred(w)
 	}
 }
@@ -506,11 +493,11 @@ func (g *mgGen) limit(w *mgSQL) {
 	m := []int{0, 1, 7, 40, 1990}[g.rng.IntN(5)]
 	switch g.rng.IntN(3) {
 	case 0:
-		w.add(fmt.Sprintf(" LIMIT %d", n))
+		w.Add(fmt.Sprintf(" LIMIT %d", n))
 	case 1:
-		w.add(fmt.Sprintf(" LIMIT %d, %d", m, n))
+		w.Add(fmt.Sprintf(" LIMIT %d, %d", m, n))
 	default:
-		w.add(fmt.Sprintf(" LIMIT %d OFFSET %d", n, m))
+		w.Add(fmt.Sprintf(" LIMIT %d OFFSET %d", n, m))
 	}
 }
 
@@ -574,7 +561,7 @@ func (g *mgGen) agg() mgItem {
 
 // finish fills in what the comparison needs from items and keys.
 func (q *mgQuery) finish(w *mgSQL, items []mgItem, keys []mgKey) {
-	q.text, q.ptext, q.args = w.text.String(), w.ptext.String(), w.args
+	q.text, q.ptext, q.args = w.Text.String(), w.PText.String(), w.Args
 	for _, it := range items {
 		q.concat = append(q.concat, it.concat)
 		q.fold = q.fold || it.foldS
@@ -595,12 +582,12 @@ func (g *mgGen) orderBy(w *mgSQL, keys []mgKey) {
 	if len(keys) == 0 {
 		return
 	}
-	w.add(" ORDER BY ")
+	w.Add(" ORDER BY ")
 	for i, k := range keys {
 		if i > 0 {
-			w.add(", ")
+			w.Add(", ")
 		}
-		w.add(k.text)
+		w.Add(k.text)
 	}
 }
 
@@ -613,17 +600,17 @@ func (g *mgGen) aliases(items []mgItem, prefix string, pct int) {
 }
 
 func (g *mgGen) selectList(w *mgSQL, distinct bool, items []mgItem) {
-	w.add("SELECT ")
+	w.Add("SELECT ")
 	if distinct {
-		w.add("DISTINCT ")
+		w.Add("DISTINCT ")
 	}
 	for i, it := range items {
 		if i > 0 {
-			w.add(", ")
+			w.Add(", ")
 		}
-		w.add(it.sql())
+		w.Add(it.sql())
 	}
-	w.add(" FROM mg_t")
+	w.Add(" FROM mg_t")
 }
 
 func colItems(cols []string) []mgItem {
@@ -642,7 +629,7 @@ func (g *mgGen) rowsQuery() mgQuery {
 	star := g.rng.IntN(10) == 0
 	if star {
 		items = colItems(mgCols)
-		w.add("SELECT * FROM mg_t")
+		w.Add("SELECT * FROM mg_t")
 	} else {
 		cols := slices.Clone(mgCols)
 		g.rng.Shuffle(len(cols), func(i, j int) { cols[i], cols[j] = cols[j], cols[i] })
@@ -726,7 +713,7 @@ func (g *mgGen) aggQuery() mgQuery {
 	g.selectList(&w, false, items)
 	g.where(&w)
 	if g.rng.IntN(10) == 0 {
-		w.add(g.pick([]string{" LIMIT 1", " LIMIT 1, 1", " LIMIT 0"}))
+		w.Add(g.pick([]string{" LIMIT 1", " LIMIT 1, 1", " LIMIT 0"}))
 		q.limit = true
 	}
 	q.finish(&w, items, nil)
@@ -758,15 +745,15 @@ func (g *mgGen) groupQuery() mgQuery {
 	g.rng.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
 	g.selectList(&w, false, items)
 	g.where(&w)
-	w.add(" GROUP BY " + strings.Join(gkeys, ", "))
+	w.Add(" GROUP BY " + strings.Join(gkeys, ", "))
 
 	if g.rng.IntN(10) < 4 {
-		w.add(" HAVING ")
+		w.Add(" HAVING ")
 		for i := range 1 + g.rng.IntN(2) {
 			if i > 0 {
-				w.add(g.pick([]string{" AND ", " OR "}))
+				w.Add(g.pick([]string{" AND ", " OR "}))
 			}
-			w.add(g.havingCond(items, gkeys))
+			w.Add(g.havingCond(items, gkeys))
 		}
 	}
 
@@ -864,44 +851,15 @@ func (g *mgGen) query() mgQuery {
 	}
 }
 
-// mgNormalize applies what the query leaves unspecified: GROUP_CONCAT
-// element order, and with fold, which of 'abc'/'ABC' represents a group.
-func mgNormalize(q *mgQuery, rows [][]string) [][]string {
-	out := make([][]string, len(rows))
-	for i, row := range rows {
-		nr := slices.Clone(row)
-		for c := range nr {
-			if q.fold {
-				nr[c] = strings.ToLower(nr[c])
-			}
-			if c < len(q.concat) && q.concat[c] && nr[c] != mgNull {
-				parts := strings.Split(nr[c], ",")
-				slices.Sort(parts)
-				nr[c] = strings.Join(parts, ",")
-			}
-		}
-		out[i] = nr
-	}
-	return out
-}
-
-func mgJoin(rows [][]string) []string {
-	out := make([]string, len(rows))
-	for i, r := range rows {
-		out[i] = strings.Join(r, "\x1f")
-	}
-	return out
-}
-
 // mgCompare returns why keyshard's answer differs from the reference's,
 // or "".
 func mgCompare(q *mgQuery, ksCols []string, ks [][]string, refCols []string, ref [][]string) string {
 	if !slices.Equal(ksCols, refCols) {
 		return "columns differ"
 	}
-	a, b := mgNormalize(q, ks), mgNormalize(q, ref)
+	a, b := sqldiff.Normalize(ks, q.fold, q.concat), sqldiff.Normalize(ref, q.fold, q.concat)
 	if q.total {
-		if !slices.Equal(mgJoin(a), mgJoin(b)) {
+		if !slices.Equal(sqldiff.JoinRows(a), sqldiff.JoinRows(b)) {
 			return "rows differ (the ORDER BY fixes their order)"
 		}
 		return ""
@@ -928,7 +886,7 @@ func mgCompare(q *mgQuery, ksCols []string, ks [][]string, refCols []string, ref
 		}
 		return ""
 	}
-	ja, jb := mgJoin(a), mgJoin(b)
+	ja, jb := sqldiff.JoinRows(a), sqldiff.JoinRows(b)
 	slices.Sort(ja)
 	slices.Sort(jb)
 	if !slices.Equal(ja, jb) {

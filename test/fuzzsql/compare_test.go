@@ -10,10 +10,11 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/keyshard/keyshard/test/sqldiff"
 )
 
 // nullText stands for SQL NULL in fetched rows.
-const nullText = "\x00NULL"
+const nullText = sqldiff.Null
 
 // erNotSupportedYet is keyshard's refusal: allowed, counted by reason.
 const erNotSupportedYet = 1235
@@ -150,35 +151,6 @@ func reasonKey(msg string) string {
 	return msg
 }
 
-// normalize applies what a statement leaves unspecified: GROUP_CONCAT
-// element order, and with fold which of 'abc'/'ABC' stands for a group.
-func normalize(s *stmt, rows [][]string) [][]string {
-	out := make([][]string, len(rows))
-	for i, row := range rows {
-		nr := slices.Clone(row)
-		for c := range nr {
-			if s.fold {
-				nr[c] = strings.ToLower(nr[c])
-			}
-			if c < len(s.concat) && s.concat[c] && nr[c] != nullText {
-				parts := strings.Split(nr[c], ",")
-				slices.Sort(parts)
-				nr[c] = strings.Join(parts, ",")
-			}
-		}
-		out[i] = nr
-	}
-	return out
-}
-
-func joinRows(rows [][]string) []string {
-	out := make([]string, len(rows))
-	for i, r := range rows {
-		out[i] = strings.Join(r, "\x1f")
-	}
-	return out
-}
-
 // compareRead says why keyshard's answer to a read differs from the
 // reference's, or "". full is the reference's answer without the LIMIT
 // when s.limit.
@@ -192,9 +164,9 @@ func compareRead(s *stmt, ks, ref, full answer) string {
 	if !slices.Equal(ks.cols, ref.cols) {
 		return "columns differ"
 	}
-	a, b := normalize(s, ks.rows), normalize(s, ref.rows)
+	a, b := sqldiff.Normalize(ks.rows, s.fold, s.concat), sqldiff.Normalize(ref.rows, s.fold, s.concat)
 	if s.total {
-		if !slices.Equal(joinRows(a), joinRows(b)) {
+		if !slices.Equal(sqldiff.JoinRows(a), sqldiff.JoinRows(b)) {
 			return "rows differ (ordered: the ORDER BY fixes the order)"
 		}
 		return ""
@@ -215,7 +187,7 @@ func compareRead(s *stmt, ks, ref, full answer) string {
 			return "ORDER BY key values differ"
 		}
 	}
-	ja, jb := joinRows(a), joinRows(b)
+	ja, jb := sqldiff.JoinRows(a), sqldiff.JoinRows(b)
 	slices.Sort(ja)
 	slices.Sort(jb)
 	if s.limit {
@@ -226,7 +198,7 @@ func compareRead(s *stmt, ks, ref, full answer) string {
 			return "the reference failed without the LIMIT"
 		}
 		// Some k rows of the full answer.
-		jf := joinRows(normalize(s, full.rows))
+		jf := sqldiff.JoinRows(sqldiff.Normalize(full.rows, s.fold, s.concat))
 		slices.Sort(jf)
 		i := 0
 		for _, r := range ja {

@@ -7,28 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/keyshard/keyshard/test/sqldiff"
 )
 
 // reTrailingNum splits a condition from the number it ends with.
 var reTrailingNum = regexp.MustCompile(`^(.*[^0-9-])(-?[0-9]+)$`)
-
-// sqlw builds a statement twice: with literals, and with ? for the
-// literals of values (their arguments in args), for the binary protocol.
-type sqlw struct {
-	text, ptext strings.Builder
-	args        []any
-}
-
-func (w *sqlw) add(s string) {
-	w.text.WriteString(s)
-	w.ptext.WriteString(s)
-}
-
-func (w *sqlw) lit(text string, arg any) {
-	w.text.WriteString(text)
-	w.ptext.WriteString("?")
-	w.args = append(w.args, arg)
-}
 
 // stmt is a generated statement and what comparing its answers needs.
 type stmt struct {
@@ -87,22 +71,22 @@ func (g *gen) chance(pct int) bool    { return g.r.IntN(100) < pct }
 func (g *gen) dir() string            { return g.pick([]string{"", "", " ASC", " DESC", " DESC"}) }
 
 // keyLit writes a key value of t: one of its keys mostly.
-func (g *gen) keyLit(w *sqlw, t *table) {
+func (g *gen) keyLit(w *sqldiff.Builder, t *table) {
 	if g.chance(90) {
 		k := pick(g.r, t.keys)
 		if kind := t.key().kind; (kind == kDate || kind == kDT) && g.chance(30) {
-			w.lit(k, timeArg(k)) // bound as MYSQL_TYPE_DATETIME
+			w.Lit(k, timeArg(k)) // bound as MYSQL_TYPE_DATETIME
 			return
 		}
 		if !strings.HasPrefix(k, "'") && !strings.HasPrefix(k, "-") && g.chance(8) {
 			// An integer key written as a string: '42'.
-			w.lit("'"+k+"'", k)
+			w.Lit("'"+k+"'", k)
 			return
 		}
-		w.lit(k, keyArg(k))
+		w.Lit(k, keyArg(k))
 		return
 	}
-	w.lit(g.v.literal(t.key().kind))
+	w.Lit(g.v.literal(t.key().kind))
 }
 
 // litLess orders two literals of one kind.
@@ -116,92 +100,92 @@ func litLess(a, b string) bool {
 }
 
 // keyPred writes a condition on t's key, qualified by q ("" or "th.").
-func (g *gen) keyPred(w *sqlw, t *table, q string) {
+func (g *gen) keyPred(w *sqldiff.Builder, t *table, q string) {
 	k := q + t.key().name
 	switch g.r.IntN(10) {
 	case 0, 1, 2:
-		w.add(k + " = ")
+		w.Add(k + " = ")
 		g.keyLit(w, t)
 	case 3, 4:
-		w.add(k + " IN (")
+		w.Add(k + " IN (")
 		for i := range 1 + g.r.IntN(5) {
 			if i > 0 {
-				w.add(", ")
+				w.Add(", ")
 			}
 			g.keyLit(w, t)
 		}
-		w.add(")")
+		w.Add(")")
 	case 5:
 		a, b := pick(g.r, t.keys), pick(g.r, t.keys)
 		if litLess(b, a) {
 			a, b = b, a
 		}
-		w.add(k + " BETWEEN ")
-		w.lit(a, keyArg(a))
-		w.add(" AND ")
-		w.lit(b, keyArg(b))
+		w.Add(k + " BETWEEN ")
+		w.Lit(a, keyArg(a))
+		w.Add(" AND ")
+		w.Lit(b, keyArg(b))
 	case 6:
-		w.add(k + g.pick([]string{" > ", " < ", " >= ", " <= ", " <> "}))
+		w.Add(k + g.pick([]string{" > ", " < ", " >= ", " <= ", " <> "}))
 		g.keyLit(w, t)
 	case 7:
-		w.add("(" + k + " = ")
+		w.Add("(" + k + " = ")
 		g.keyLit(w, t)
-		w.add(" OR " + k + " = ")
+		w.Add(" OR " + k + " = ")
 		g.keyLit(w, t)
-		w.add(")")
+		w.Add(")")
 	case 8:
-		w.add("(" + k + g.pick([]string{" >= ", " > "}))
+		w.Add("(" + k + g.pick([]string{" >= ", " > "}))
 		g.keyLit(w, t)
-		w.add(" AND " + k + g.pick([]string{" < ", " <= "}))
+		w.Add(" AND " + k + g.pick([]string{" < ", " <= "}))
 		g.keyLit(w, t)
-		w.add(")")
+		w.Add(")")
 	default:
-		w.add(g.pick([]string{k + " IS NULL", k + " IS NOT NULL", "NOT (" + k + " IS NULL)"}))
+		w.Add(g.pick([]string{k + " IS NULL", k + " IS NOT NULL", "NOT (" + k + " IS NULL)"}))
 	}
 }
 
 // colPred writes a condition on a non-key column c.
-func (g *gen) colPred(w *sqlw, c column, q string) {
+func (g *gen) colPred(w *sqldiff.Builder, c column, q string) {
 	n := q + c.name
 	switch g.r.IntN(10) {
 	case 7:
-		w.add(n + " NOT IN (")
-		w.lit(g.v.literal(c.kind))
-		w.add(", ")
-		w.lit(g.v.literal(c.kind))
-		w.add(")")
+		w.Add(n + " NOT IN (")
+		w.Lit(g.v.literal(c.kind))
+		w.Add(", ")
+		w.Lit(g.v.literal(c.kind))
+		w.Add(")")
 	case 8:
 		if c.numeric() {
-			w.add(g.pick([]string{"COALESCE(" + n + ", -1) = ", n + " + 1 > ", "ABS(" + n + ") >= ", n + " % 3 = "}))
-			w.lit(g.v.literal(kInt))
+			w.Add(g.pick([]string{"COALESCE(" + n + ", -1) = ", n + " + 1 > ", "ABS(" + n + ") >= ", n + " % 3 = "}))
+			w.Lit(g.v.literal(kInt))
 			return
 		}
-		w.add(g.pick([]string{"COALESCE(" + n + ", '') = ", "NOT (" + n + " <=> "}))
-		if strings.HasSuffix(w.text.String(), "<=> ") {
-			w.lit(g.v.literal(c.kind))
-			w.add(")")
+		w.Add(g.pick([]string{"COALESCE(" + n + ", '') = ", "NOT (" + n + " <=> "}))
+		if strings.HasSuffix(w.Text.String(), "<=> ") {
+			w.Lit(g.v.literal(c.kind))
+			w.Add(")")
 			return
 		}
-		w.lit(g.v.literal(c.kind))
+		w.Lit(g.v.literal(c.kind))
 	case 9:
-		w.add("NOT (" + n + g.pick([]string{" = ", " > "}))
-		w.lit(g.v.literal(c.kind))
-		w.add(")")
+		w.Add("NOT (" + n + g.pick([]string{" = ", " > "}))
+		w.Lit(g.v.literal(c.kind))
+		w.Add(")")
 	case 0:
-		w.add(n + g.pick([]string{" IS NULL", " IS NOT NULL"}))
+		w.Add(n + g.pick([]string{" IS NULL", " IS NOT NULL"}))
 	case 1:
-		w.add(n + " IN (")
+		w.Add(n + " IN (")
 		for i := range 1 + g.r.IntN(3) {
 			if i > 0 {
-				w.add(", ")
+				w.Add(", ")
 			}
-			w.lit(g.v.literal(c.kind))
+			w.Lit(g.v.literal(c.kind))
 		}
-		w.add(")")
+		w.Add(")")
 	case 2:
 		if c.kind == kStr {
-			w.add(n + " LIKE ")
-			w.lit(func(s string) (string, any) { return "'" + s + "'", s }(g.pick([]string{"a%", "A%", "%c", "ab_", "%", "z%", "a_c"})))
+			w.Add(n + " LIKE ")
+			w.Lit(func(s string) (string, any) { return "'" + s + "'", s }(g.pick([]string{"a%", "A%", "%c", "ab_", "%", "z%", "a_c"})))
 			return
 		}
 		a, _ := g.v.literal(c.kind)
@@ -209,69 +193,69 @@ func (g *gen) colPred(w *sqlw, c column, q string) {
 		if litLess(b, a) {
 			a, b = b, a
 		}
-		w.add(n + " BETWEEN ")
-		w.lit(a, keyArg(a))
-		w.add(" AND ")
-		w.lit(b, keyArg(b))
+		w.Add(n + " BETWEEN ")
+		w.Lit(a, keyArg(a))
+		w.Add(" AND ")
+		w.Lit(b, keyArg(b))
 	default:
-		w.add(n + g.pick([]string{" = ", " = ", " <> ", " < ", " >= "}))
-		w.lit(g.v.literal(c.kind))
+		w.Add(n + g.pick([]string{" = ", " = ", " <> ", " < ", " >= "}))
+		w.Lit(g.v.literal(c.kind))
 	}
 }
 
 // pred writes one condition on t, on its key about half the time.
-func (g *gen) pred(w *sqlw, t *table, q string) {
+func (g *gen) pred(w *sqldiff.Builder, t *table, q string) {
 	if t.key().kind != kInt && g.chance(45) || g.chance(15) {
 		g.keyPred(w, t, q)
 		return
 	}
 	if g.chance(10) {
-		w.add("(")
+		w.Add("(")
 		g.keyPred(w, t, q)
-		w.add(" OR ")
+		w.Add(" OR ")
 		g.colPred(w, pick(g.r, t.cols[1:]), q)
-		w.add(")")
+		w.Add(")")
 		return
 	}
 	g.colPred(w, pick(g.r, t.cols[1:]), q)
 }
 
-func (g *gen) where(w *sqlw, t *table, q string) {
+func (g *gen) where(w *sqldiff.Builder, t *table, q string) {
 	if g.chance(15) {
 		return
 	}
-	w.add(" WHERE ")
+	w.Add(" WHERE ")
 	if a := g.colsOf(t, func(c column) bool { return c.kind == kInt }); g.chance(5) && t.name != "g" {
 		// A subquery on the global table.
-		w.add(q + a[0].name + g.pick([]string{" IN ", " NOT IN "}) + "(SELECT gk FROM g WHERE gv > ")
-		w.lit(g.v.literal(kWide))
-		w.add(")")
+		w.Add(q + a[0].name + g.pick([]string{" IN ", " NOT IN "}) + "(SELECT gk FROM g WHERE gv > ")
+		w.Lit(g.v.literal(kWide))
+		w.Add(")")
 		return
 	}
 	g.pred(w, t, q)
 	if g.chance(30) {
-		w.add(g.pick([]string{" AND ", " AND ", " OR "}))
+		w.Add(g.pick([]string{" AND ", " AND ", " OR "}))
 		g.pred(w, t, q)
 	}
 }
 
-func (g *gen) limit(w *sqlw) {
+func (g *gen) limit(w *sqldiff.Builder) {
 	n := int64(pick(g.r, []int{0, 1, 2, 3, 5, 10, 50, 1000}))
 	m := int64(pick(g.r, []int{0, 1, 3, 10, 100}))
-	num := func(v int64) { w.lit(strconv.FormatInt(v, 10), v) }
+	num := func(v int64) { w.Lit(strconv.FormatInt(v, 10), v) }
 	switch g.r.IntN(3) {
 	case 0:
-		w.add(" LIMIT ")
+		w.Add(" LIMIT ")
 		num(n)
 	case 1:
-		w.add(" LIMIT ")
+		w.Add(" LIMIT ")
 		num(m)
-		w.add(", ")
+		w.Add(", ")
 		num(n)
 	default:
-		w.add(" LIMIT ")
+		w.Add(" LIMIT ")
 		num(n)
-		w.add(" OFFSET ")
+		w.Add(" OFFSET ")
 		num(m)
 	}
 }
@@ -301,49 +285,49 @@ func (g *gen) aliases(items []item, prefix string, pct int) {
 	}
 }
 
-func selectList(w *sqlw, distinct bool, items []item) {
-	w.add("SELECT ")
+func selectList(w *sqldiff.Builder, distinct bool, items []item) {
+	w.Add("SELECT ")
 	if distinct {
-		w.add("DISTINCT ")
+		w.Add("DISTINCT ")
 	}
 	for i, it := range items {
 		if i > 0 {
-			w.add(", ")
+			w.Add(", ")
 		}
 		if it.plit != "" {
-			w.add(it.expr)
-			w.lit(it.plit, it.parg)
-			w.add(" AS " + it.alias)
+			w.Add(it.expr)
+			w.Lit(it.plit, it.parg)
+			w.Add(" AS " + it.alias)
 			continue
 		}
-		w.add(it.sql())
+		w.Add(it.sql())
 	}
 }
 
-func orderBy(w *sqlw, keys []orderKey) {
+func orderBy(w *sqldiff.Builder, keys []orderKey) {
 	if len(keys) == 0 {
 		return
 	}
-	w.add(" ORDER BY ")
+	w.Add(" ORDER BY ")
 	for i, k := range keys {
 		if i > 0 {
-			w.add(", ")
+			w.Add(", ")
 		}
-		w.add(k.text)
+		w.Add(k.text)
 	}
 }
 
 // finish fills in s from the builder and the select list, and adds the
 // LIMIT (whose prefix s.full keeps) when lim.
-func (s *stmt) finish(w *sqlw, items []item, keys []orderKey, lim func(*sqlw)) {
+func (s *stmt) finish(w *sqldiff.Builder, items []item, keys []orderKey, lim func(*sqldiff.Builder)) {
 	if lim != nil && !s.total {
 		s.limit = true
-		s.full, s.fullP, s.nfull = w.text.String(), w.ptext.String(), len(w.args)
+		s.full, s.fullP, s.nfull = w.Text.String(), w.PText.String(), len(w.Args)
 	}
 	if lim != nil {
 		lim(w)
 	}
-	s.text, s.ptext, s.args = w.text.String(), w.ptext.String(), w.args
+	s.text, s.ptext, s.args = w.Text.String(), w.PText.String(), w.Args
 	for _, it := range items {
 		s.concat = append(s.concat, it.concat)
 		s.fold = s.fold || it.fold
@@ -367,13 +351,13 @@ func colItem(c column, q string) item {
 // rowsQuery: rows of one table, any ORDER BY, LIMIT.
 func (g *gen) rowsQuery(t *table) stmt {
 	var s stmt
-	var w sqlw
+	var w sqldiff.Builder
 	var items []item
 	if g.chance(10) {
 		for _, c := range t.cols {
 			items = append(items, colItem(c, ""))
 		}
-		w.add("SELECT * FROM " + t.name)
+		w.Add("SELECT * FROM " + t.name)
 	} else {
 		cols := slices.Clone(t.cols)
 		g.r.Shuffle(len(cols), func(i, j int) { cols[i], cols[j] = cols[j], cols[i] })
@@ -414,7 +398,7 @@ func (g *gen) rowsQuery(t *table) stmt {
 			}
 		}
 		selectList(&w, false, items)
-		w.add(from)
+		w.Add(from)
 	}
 	g.where(&w, t, "")
 	var keys []orderKey
@@ -442,7 +426,7 @@ func (g *gen) rowsQuery(t *table) stmt {
 	}
 	orderBy(&w, keys)
 	s.total = slices.ContainsFunc(keys, func(k orderKey) bool { return k.id == t.key().name })
-	var lim func(*sqlw)
+	var lim func(*sqldiff.Builder)
 	if g.chance(40) {
 		lim = g.limit
 	}
@@ -471,7 +455,7 @@ func (g *gen) exprItem(t *table) item {
 // distinctQuery: SELECT DISTINCT over a few non-key columns.
 func (g *gen) distinctQuery(t *table) stmt {
 	var s stmt
-	var w sqlw
+	var w sqldiff.Builder
 	cols := slices.Clone(t.cols[1:])
 	g.r.Shuffle(len(cols), func(i, j int) { cols[i], cols[j] = cols[j], cols[i] })
 	cols = cols[:1+g.r.IntN(min(3, len(cols)))]
@@ -482,7 +466,7 @@ func (g *gen) distinctQuery(t *table) stmt {
 	}
 	g.aliases(items, "c", 25)
 	selectList(&w, true, items)
-	w.add(" FROM " + t.name)
+	w.Add(" FROM " + t.name)
 	g.where(&w, t, "")
 	var keys []orderKey
 	if g.chance(70) {
@@ -492,7 +476,7 @@ func (g *gen) distinctQuery(t *table) stmt {
 	}
 	orderBy(&w, keys)
 	s.total = len(keys) == len(items)
-	var lim func(*sqlw)
+	var lim func(*sqldiff.Builder)
 	if g.chance(35) {
 		lim = g.limit
 	}
@@ -573,21 +557,21 @@ func (g *gen) agg(t *table) item {
 // aggQuery: aggregates over the whole (filtered) table: one row.
 func (g *gen) aggQuery(t *table) stmt {
 	s := stmt{total: true}
-	var w sqlw
+	var w sqldiff.Builder
 	items := make([]item, 1+g.r.IntN(4))
 	for i := range items {
 		items[i] = g.agg(t)
 	}
 	g.aliases(items, "x", 30)
 	selectList(&w, false, items)
-	w.add(" FROM " + t.name)
+	w.Add(" FROM " + t.name)
 	g.where(&w, t, "")
 	if g.chance(10) {
 		a := g.colsOf(t, func(c column) bool { return c.kind == kInt })[0].name
-		w.add(" HAVING " + g.pick([]string{"COUNT(*) > 3", "COUNT(*) = 0", "MAX(" + a + ") > 5", "SUM(" + a + ") < 100"}))
+		w.Add(" HAVING " + g.pick([]string{"COUNT(*) > 3", "COUNT(*) = 0", "MAX(" + a + ") > 5", "SUM(" + a + ") < 100"}))
 	}
 	if g.chance(5) {
-		w.add(g.pick([]string{" LIMIT 1", " LIMIT 1, 1", " LIMIT 0"}))
+		w.Add(g.pick([]string{" LIMIT 1", " LIMIT 1, 1", " LIMIT 0"}))
 	}
 	s.finish(&w, items, nil, nil)
 	return s
@@ -597,7 +581,7 @@ func (g *gen) aggQuery(t *table) stmt {
 // LIMIT.
 func (g *gen) groupQuery(t *table) stmt {
 	var s stmt
-	var w sqlw
+	var w sqldiff.Builder
 	cands := g.colsOf(t, func(c column) bool { return c.kind == kInt || c.kind == kStr })
 	g.r.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	gcols := cands[:1+g.r.IntN(len(cands))]
@@ -642,9 +626,9 @@ func (g *gen) groupQuery(t *table) stmt {
 					if find(items, k) < 0 && !strings.ContainsAny(k, " (") {
 						items[i].alias = k
 						selectList(&w, false, items)
-						w.add(" FROM " + t.name)
+						w.Add(" FROM " + t.name)
 						g.where(&w, t, "")
-						w.add(" GROUP BY " + strings.Join(gkeys, ", "))
+						w.Add(" GROUP BY " + strings.Join(gkeys, ", "))
 						s.finish(&w, items, nil, nil)
 						return s
 					}
@@ -653,22 +637,22 @@ func (g *gen) groupQuery(t *table) stmt {
 		}
 	}
 	selectList(&w, false, items)
-	w.add(" FROM " + t.name)
+	w.Add(" FROM " + t.name)
 	g.where(&w, t, "")
-	w.add(" GROUP BY " + strings.Join(gkeys, ", "))
+	w.Add(" GROUP BY " + strings.Join(gkeys, ", "))
 	if g.chance(40) {
-		w.add(" HAVING ")
+		w.Add(" HAVING ")
 		for i := range 1 + g.r.IntN(2) {
 			if i > 0 {
-				w.add(g.pick([]string{" AND ", " OR "}))
+				w.Add(g.pick([]string{" AND ", " OR "}))
 			}
 			h := g.having(t, items, gcols)
 			if m := reTrailingNum.FindStringSubmatch(h); m != nil {
-				w.add(m[1])
+				w.Add(m[1])
 				n, _ := strconv.ParseInt(m[2], 10, 64)
-				w.lit(m[2], n)
+				w.Lit(m[2], n)
 			} else {
-				w.add(h)
+				w.Add(h)
 			}
 		}
 	}
@@ -717,7 +701,7 @@ func (g *gen) groupQuery(t *table) stmt {
 	}
 	kmin, kmax := "min("+t.key().name+")", "max("+t.key().name+")"
 	s.total = covered || slices.ContainsFunc(keys, func(k orderKey) bool { return k.id == kmin || k.id == kmax })
-	var lim func(*sqlw)
+	var lim func(*sqldiff.Builder)
 	if g.chance(30) {
 		lim = g.limit
 	}
@@ -760,7 +744,7 @@ func (g *gen) having(t *table, items []item, gcols []column) string {
 // global table g.
 func (g *gen) joinQuery() stmt {
 	var s stmt
-	var w sqlw
+	var w sqldiff.Builder
 	th := g.s.byName["th"]
 	other := g.s.byName["th2"]
 	global := g.chance(35)
@@ -849,10 +833,10 @@ func (g *gen) joinQuery() stmt {
 			}
 		}
 		selectList(&w, false, items)
-		w.add(from)
+		w.Add(from)
 		g.joinWhere(&w, th, x, on, comma)
 		if gk != "" {
-			w.add(" GROUP BY " + gk + " ORDER BY " + gk)
+			w.Add(" GROUP BY " + gk + " ORDER BY " + gk)
 			s.total = true
 		} else {
 			s.total = true
@@ -862,7 +846,7 @@ func (g *gen) joinQuery() stmt {
 	}
 	g.r.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
 	selectList(&w, false, items)
-	w.add(from)
+	w.Add(from)
 	g.joinWhere(&w, th, x, on, comma)
 	var keys []orderKey
 	if g.chance(80) {
@@ -871,7 +855,7 @@ func (g *gen) joinQuery() stmt {
 	orderBy(&w, keys)
 	// th's key is unique in the answer: th2 and g match at most one row.
 	s.total = len(keys) > 0
-	var lim func(*sqlw)
+	var lim func(*sqldiff.Builder)
 	if g.chance(40) {
 		lim = g.limit
 	}
@@ -879,17 +863,17 @@ func (g *gen) joinQuery() stmt {
 	return s
 }
 
-func (g *gen) joinWhere(w *sqlw, th *table, x, on string, comma bool) {
+func (g *gen) joinWhere(w *sqldiff.Builder, th *table, x, on string, comma bool) {
 	if comma {
-		w.add(" WHERE " + on)
+		w.Add(" WHERE " + on)
 		if g.chance(60) {
-			w.add(" AND ")
+			w.Add(" AND ")
 			g.pred(w, th, x+".")
 		}
 		return
 	}
 	if g.chance(70) {
-		w.add(" WHERE ")
+		w.Add(" WHERE ")
 		g.pred(w, th, x+".")
 	}
 }
@@ -897,37 +881,37 @@ func (g *gen) joinWhere(w *sqlw, th *table, x, on string, comma bool) {
 // ---------------------------------------------------------------------
 // Writes.
 
-func (g *gen) values(w *sqlw, t *table, cols []column, nrows int) {
+func (g *gen) values(w *sqldiff.Builder, t *table, cols []column, nrows int) {
 	bad := len(t.bad) > 0 && g.chance(6)
 	for i := range nrows {
 		if i > 0 {
-			w.add(", ")
+			w.Add(", ")
 		}
 		// The row no sub-table holds comes first: with a duplicate key
 		// before it MariaDB reports 1062, keyshard 1526 (README.md, known
 		// differences).
 		row := g.v.row(t, bad && i == 0)
-		w.add("(")
+		w.Add("(")
 		for j, c := range cols {
 			if j > 0 {
-				w.add(", ")
+				w.Add(", ")
 			}
 			ci := slices.IndexFunc(t.cols, func(x column) bool { return x.name == c.name })
 			lit := row[ci]
 			switch {
 			case lit == "NULL":
-				w.add("NULL")
+				w.Add("NULL")
 			case ci == 0 && (c.kind == kDate || c.kind == kDT) && g.chance(30):
-				w.lit(lit, timeArg(lit))
+				w.Lit(lit, timeArg(lit))
 			case ci == 0:
-				w.lit(lit, keyArg(lit))
+				w.Lit(lit, keyArg(lit))
 			case c.kind == kDec:
-				w.lit(lit, lit)
+				w.Lit(lit, lit)
 			default:
-				w.lit(lit, keyArg(lit))
+				w.Lit(lit, keyArg(lit))
 			}
 		}
-		w.add(")")
+		w.Add(")")
 	}
 }
 
@@ -941,7 +925,7 @@ func names(cols []column) string {
 
 // insert: INSERT [IGNORE] ... [ON DUPLICATE KEY UPDATE] or REPLACE, several rows.
 func (g *gen) insert(t *table) stmt {
-	var w sqlw
+	var w sqldiff.Builder
 	verb := g.pick([]string{"INSERT INTO ", "INSERT INTO ", "INSERT IGNORE INTO ", "REPLACE INTO ", "INSERT INTO "})
 	odku := strings.HasPrefix(verb, "INSERT INTO") && g.chance(40)
 	cols := slices.Clone(t.cols)
@@ -951,33 +935,33 @@ func (g *gen) insert(t *table) stmt {
 	if t.auto && g.chance(40) {
 		cols = cols[1:] // AUTO_INCREMENT gives the ids
 	}
-	w.add(verb + t.name)
+	w.Add(verb + t.name)
 	if g.chance(10) && !odku {
 		// INSERT ... SET: one row.
-		w.add(" SET ")
+		w.Add(" SET ")
 		row := g.v.row(t, false)
 		for j, c := range cols {
 			if j > 0 {
-				w.add(", ")
+				w.Add(", ")
 			}
 			ci := slices.IndexFunc(t.cols, func(x column) bool { return x.name == c.name })
-			w.add(c.name + " = ")
+			w.Add(c.name + " = ")
 			if row[ci] == "NULL" {
-				w.add("NULL")
+				w.Add("NULL")
 			} else {
-				w.lit(row[ci], keyArg(row[ci]))
+				w.Lit(row[ci], keyArg(row[ci]))
 			}
 		}
-		return stmt{text: w.text.String(), ptext: w.ptext.String(), args: w.args, write: true, table: t}
+		return stmt{text: w.Text.String(), ptext: w.PText.String(), args: w.Args, write: true, table: t}
 	}
 	if len(cols) == len(t.cols) && g.chance(25) {
-		w.add(" VALUES ")
+		w.Add(" VALUES ")
 	} else {
-		w.add(" (" + names(cols) + ") VALUES ")
+		w.Add(" (" + names(cols) + ") VALUES ")
 	}
 	g.values(&w, t, cols, 1+g.r.IntN(6))
 	if odku {
-		w.add(" ON DUPLICATE KEY UPDATE ")
+		w.Add(" ON DUPLICATE KEY UPDATE ")
 		var sets []string
 		for _, c := range t.cols[1:] {
 			if g.chance(50) || len(sets) == 0 {
@@ -992,63 +976,63 @@ func (g *gen) insert(t *table) stmt {
 				}
 			}
 		}
-		w.add(strings.Join(sets, ", "))
+		w.Add(strings.Join(sets, ", "))
 	}
-	return stmt{text: w.text.String(), ptext: w.ptext.String(), args: w.args, write: true, table: t}
+	return stmt{text: w.Text.String(), ptext: w.PText.String(), args: w.Args, write: true, table: t}
 }
 
 func (g *gen) update(t *table) stmt {
-	var w sqlw
-	w.add("UPDATE " + t.name + " SET ")
+	var w sqldiff.Builder
+	w.Add("UPDATE " + t.name + " SET ")
 	n := 0
 	for _, c := range t.cols[1:] {
 		if g.chance(40) || n == 0 && c.name == t.cols[len(t.cols)-1].name {
 			if n > 0 {
-				w.add(", ")
+				w.Add(", ")
 			}
 			n++
 			switch {
 			case c.kind == kInt && g.chance(40):
-				w.add(c.name + " = " + c.name + " + 1")
+				w.Add(c.name + " = " + c.name + " + 1")
 			case g.chance(10):
-				w.add(c.name + " = NULL")
+				w.Add(c.name + " = NULL")
 			default:
-				w.add(c.name + " = ")
-				w.lit(g.v.literal(c.kind))
+				w.Add(c.name + " = ")
+				w.Lit(g.v.literal(c.kind))
 			}
 		}
 	}
 	if g.chance(4) && !t.auto {
-		w.add(", " + t.key().name + " = ")
+		w.Add(", " + t.key().name + " = ")
 		g.keyLit(&w, t)
 	}
 	if g.chance(95) {
-		w.add(" WHERE ")
+		w.Add(" WHERE ")
 		g.pred(&w, t, "")
 	}
 	if g.chance(5) {
-		w.add(" ORDER BY " + t.key().name + fmt.Sprintf(" LIMIT %d", 1+g.r.IntN(3)))
+		w.Add(" ORDER BY " + t.key().name + fmt.Sprintf(" LIMIT %d", 1+g.r.IntN(3)))
 	}
-	return stmt{text: w.text.String(), ptext: w.ptext.String(), args: w.args, write: true, table: t}
+	return stmt{text: w.Text.String(), ptext: w.PText.String(), args: w.Args, write: true, table: t}
 }
 
 func (g *gen) delete(t *table) stmt {
-	var w sqlw
-	w.add("DELETE FROM " + t.name)
+	var w sqldiff.Builder
+	w.Add("DELETE FROM " + t.name)
 	if g.chance(98) {
-		w.add(" WHERE ")
+		w.Add(" WHERE ")
 		g.pred(&w, t, "")
 	}
 	if g.chance(5) {
-		w.add(" ORDER BY " + t.key().name + fmt.Sprintf(" LIMIT %d", 1+g.r.IntN(3)))
+		w.Add(" ORDER BY " + t.key().name + fmt.Sprintf(" LIMIT %d", 1+g.r.IntN(3)))
 	}
-	return stmt{text: w.text.String(), ptext: w.ptext.String(), args: w.args, write: true, table: t}
+	return stmt{text: w.Text.String(), ptext: w.PText.String(), args: w.Args, write: true, table: t}
 }
 
 // joinWrite: a multi-table UPDATE or DELETE of th joined with th2 on
 // their keys (co-located); th is the table it changes.
 func (g *gen) joinWrite() stmt {
-	var w sqlw
+	var w sqldiff.Builder
 	th := g.s.byName["th"]
 	th2 := g.s.byName["th2"]
 	cond := func() {
@@ -1063,16 +1047,16 @@ func (g *gen) joinWrite() stmt {
 	}
 	if g.chance(50) {
 		if g.chance(50) {
-			w.add("UPDATE th JOIN th2 ON th.k = th2.k SET th.a = th2.a2")
-			w.add(" WHERE ")
+			w.Add("UPDATE th JOIN th2 ON th.k = th2.k SET th.a = th2.a2")
+			w.Add(" WHERE ")
 		} else {
-			w.add("UPDATE th, th2 SET th.a = COALESCE(th2.a2, 0) + 1 WHERE th.k = th2.k AND ")
+			w.Add("UPDATE th, th2 SET th.a = COALESCE(th2.a2, 0) + 1 WHERE th.k = th2.k AND ")
 		}
 	} else {
-		w.add("DELETE th FROM th JOIN th2 ON th.k = th2.k WHERE ")
+		w.Add("DELETE th FROM th JOIN th2 ON th.k = th2.k WHERE ")
 	}
 	cond()
-	return stmt{text: w.text.String(), ptext: w.ptext.String(), args: w.args, write: true, table: th}
+	return stmt{text: w.Text.String(), ptext: w.PText.String(), args: w.Args, write: true, table: th}
 }
 
 // next generates one statement.
