@@ -162,9 +162,9 @@ func (t *trace) Released(bc *backend.Conn) {
 	t.proc.mu.Unlock()
 }
 
-// TimedOut is the statement's timeout error once it ran past its time
-// limit; nil before.
-func (t *trace) TimedOut() error {
+// Stopped is the error of keyshard's stop of the statement: 1213 as a
+// deadlock's victim, the timeout error past its time limit; nil before.
+func (t *trace) Stopped() error {
 	if t.victim.Load() {
 		return errDeadlock
 	}

@@ -30,9 +30,10 @@ type Tracer interface {
 	// Committing: the statement's own commit starts (keyshard's COMMIT
 	// or XA COMMIT of its legs): its time limit no longer stops it.
 	Committing()
-	// TimedOut is the error for the statement's end once it ran past its
-	// time limit (keyshard stopped it); nil while it may go on.
-	TimedOut() error
+	// Stopped is the error for the statement's end once keyshard stopped
+	// it (past its time limit, or as the victim of a deadlock across
+	// nodes); nil while it may go on.
+	Stopped() error
 }
 
 // Conns is how the engine gets backend connections: the session's Lease
@@ -148,16 +149,16 @@ func (e *Engine) colDef(p []byte) []byte {
 
 // Fail writes err to the client and returns it.
 func (e *Engine) Fail(err error) error {
-	err = e.timedOut(err)
+	err = e.stopped(err)
 	e.Client.Error(err)
 	return err
 }
 
-// timedOut is err, or the statement's timeout error when err is what the
-// time limit caused: a backend's "interrupted" answer to keyshard's KILL
-// QUERY, a connection not had in time.
-func (e *Engine) timedOut(err error) error {
-	te := e.Trace.TimedOut()
+// stopped is err, or the error of keyshard's stop when err is what the
+// stop caused: a backend's "interrupted" answer to keyshard's KILL QUERY,
+// a connection not had in time.
+func (e *Engine) stopped(err error) error {
+	te := e.Trace.Stopped()
 	if te == nil {
 		return err
 	}
@@ -184,7 +185,7 @@ func (e *Engine) Lost(bc *backend.Conn, err error) error {
 	if e.Trace.Killed() {
 		err = Errorf(KindKilled, "Query execution was interrupted (connection killed)")
 	} else {
-		err = e.timedOut(err)
+		err = e.stopped(err)
 	}
 	if held != "" {
 		kind := KindStateLost

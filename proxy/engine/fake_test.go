@@ -294,7 +294,7 @@ func (t *fakeTracer) Sent(rows, affected uint64) {
 }
 func (t *fakeTracer) Killed() bool              { return t.killed.Load() }
 func (t *fakeTracer) Released(bc *backend.Conn) {}
-func (t *fakeTracer) TimedOut() error           { return nil }
+func (t *fakeTracer) Stopped() error            { return nil }
 func (t *fakeTracer) Committing()               {}
 func (t *fakeTracer) Piped(*backend.Turn)       {}
 func (t *fakeTracer) Running(bc *backend.Conn) {

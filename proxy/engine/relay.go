@@ -420,11 +420,11 @@ func (e *Engine) localInfile(bc *backend.Conn, req []byte) error {
 }
 
 // relayErr relays a backend's ERR packet p (me, parsed) with write. Once
-// the statement ran past its time limit, the interruption keyshard caused
-// (KILL QUERY) is answered with the timeout error instead.
+// keyshard stopped the statement (its time limit, a deadlock), the
+// interruption it caused (KILL QUERY) is answered with its error instead.
 func (e *Engine) relayErr(p []byte, me *mysql.MyError, write func([]byte) error) error {
 	if me.Code == mysql.ER_QUERY_INTERRUPTED {
-		if te := e.Trace.TimedOut(); te != nil {
+		if te := e.Trace.Stopped(); te != nil {
 			e.Client.Error(te)
 			return nil
 		}
