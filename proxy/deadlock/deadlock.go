@@ -201,15 +201,20 @@ func (d *Detector) waiting() []view {
 		return nil // a cycle across nodes takes two transactions over several nodes at least
 	}
 	late := time.Now().Add(-Threshold).UnixNano()
-	out := make([]view, 0, len(d.txs))
 	overdue := false
 	for t := range d.txs {
-		v := view{tx: t, id: d.name + "/" + strconv.FormatUint(uint64(t.ID), 10), held: slices.Clone(t.held), began: t.began.UnixNano(), since: t.Running()}
-		overdue = overdue || v.since != 0 && v.since < late
-		out = append(out, v)
+		if since := t.Running(); since != 0 && since < late {
+			overdue = true
+			break
+		}
 	}
 	if !overdue {
-		return nil
+		return nil // the common case, looked at every Threshold/2: nothing to copy
+	}
+	out := make([]view, 0, len(d.txs))
+	for t := range d.txs {
+		out = append(out, view{tx: t, id: d.name + "/" + strconv.FormatUint(uint64(t.ID), 10), held: slices.Clone(t.held),
+			began: t.began.UnixNano(), since: t.Running()})
 	}
 	return out
 }

@@ -401,7 +401,7 @@ func (c *Conn) ChangeUser(h Handler, p []byte) error {
 		// As MariaDB: a refusal is answered after a pause, and the third
 		// on a connection ends it, so that one connection cannot try
 		// password after password.
-		if IsAccessDenied(err) {
+		if isAccessDenied(err) {
 			time.Sleep(ChangeUserPause)
 		}
 		if c.badChange++; c.badChange >= 3 {

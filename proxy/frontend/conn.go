@@ -150,9 +150,6 @@ func (c *Conn) Kill() { c.killed.Store(true) }
 // Killed reports whether Kill was called.
 func (c *Conn) Killed() bool { return c.killed.Load() }
 
-// Busy reports whether a command runs.
-func (c *Conn) Busy() bool { return c.busy.Load() }
-
 // Abort ends a killed connection from another goroutine: its socket's
 // reads and writes fail from now on (a session blocked writing to a
 // client that stopped reading gives up too), and an idle one is closed.

@@ -34,8 +34,8 @@ func newErr(kind Kind, format string, args ...any) *Error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }
 
-// IsAccessDenied reports whether err is a refused login.
-func IsAccessDenied(err error) bool {
+// isAccessDenied reports whether err is a refused login.
+func isAccessDenied(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Kind == AccessDenied
 }

@@ -137,9 +137,6 @@ func (l *Listener) Close() {
 	l.mu.Unlock()
 }
 
-// Closed reports whether Close was called.
-func (l *Listener) Closed() bool { return l.closed.Load() }
-
 // Done is closed once every connection has ended.
 func (l *Listener) Done() <-chan struct{} {
 	done := make(chan struct{})
@@ -217,7 +214,7 @@ func (l *Listener) handle(nc net.Conn) {
 	}
 	if err != nil {
 		if me := l.srv.Answer(err); me != nil {
-			if IsAccessDenied(err) {
+			if isAccessDenied(err) {
 				l.srv.Event("auth")
 				time.Sleep(l.logins.Failed(l.log, "sql", c.loginUser, host, err.Error(), st.LockoutFailures, st.LockoutTime))
 			}
