@@ -140,6 +140,7 @@ func dial(ctx context.Context, p *Pool, f Flavor) (*Conn, error) {
 		return nil, c.errorf(KindConnect, err, "handshake failed")
 	}
 	_ = nc.SetDeadline(time.Time{})
+	p.reached.Store(true)
 	p.noteSessionStatus(c)
 	c.lastUsed = time.Now()
 	c.state = p.baseState
@@ -281,6 +282,10 @@ func (c *Conn) authResult(plugin string, scramble []byte) error {
 			kind := KindConnect
 			if e.Code == mysql.ER_ACCESS_DENIED_ERROR || e.Code == mysql.ER_DBACCESS_DENIED_ERROR {
 				kind = KindAuth
+			}
+			if kind == KindAuth {
+				// keyshard's own account, not the client's: named so.
+				return c.errorf(kind, e, "refused keyshard's login as '%s'", c.pool.opts.User)
 			}
 			return c.errorf(kind, e, "authentication as %q failed", c.pool.opts.User)
 		case wire.EOFHeader: // auth switch

@@ -59,6 +59,9 @@ type health struct {
 	// replica connLost took out); confirming: connLost's check runs.
 	watched, confirming atomic.Bool
 	changedAt           atomic.Int64 // unix nanos of the last state change (or the pool's start)
+	// reached: keyshard has logged in to the server at least once since
+	// the pool started (a check or a connection).
+	reached atomic.Bool
 }
 
 // StateChange is a backend's state moving from one to another: by its
@@ -273,9 +276,17 @@ func (p *Pool) checked(lag int64, err error, o NodeOptions) {
 		p.lastErr.Store(&s)
 		p.failSince.CompareAndSwap(0, now)
 		// Down after down_after_noalive of failures, and never on a single
-		// failed check: a busy server may miss one.
-		if p.fails.Add(1) >= 2 && time.Duration(now-p.failSince.Load()) >= o.DownAfter &&
-			p.setState(Down, "health checks failing for "+time.Duration(now-p.failSince.Load()).Round(time.Millisecond).String()+": "+s) {
+		// failed check: a busy server may miss one. But down at once when
+		// the server refuses keyshard's own login (it answers, and will
+		// refuse every connection until its account or the node's config
+		// changes) or was never reached since the pool started (there is
+		// no busy server to wait for: it is not ready).
+		failing := time.Duration(now - p.failSince.Load())
+		at := p.fails.Add(1) >= 2 && failing >= o.DownAfter
+		if KindOf(err) == KindAuth || !p.reached.Load() {
+			at = true
+		}
+		if at && p.setState(Down, "health checks failing for "+failing.Round(time.Millisecond).String()+": "+s) {
 			p.dropIdle()
 		}
 		return

@@ -117,6 +117,7 @@ func TestAddRemoveReplica(t *testing.T) {
 func TestCheckedStates(t *testing.T) {
 	p := NewPool("node1", "127.0.0.1:1", Options{Role: RoleReplica})
 	defer p.Close()
+	p.reached.Store(true) // it answered once: a failed check may be a busy server
 	o := NodeOptions{MaxLag: 5 * time.Second}
 	boom := &Error{Kind: KindConnect, Node: "node1", Addr: "127.0.0.1:1", Msg: "cannot connect", Err: errors.New("refused")}
 	p.checked(0, boom, o)
@@ -152,11 +153,25 @@ func TestCheckedStates(t *testing.T) {
 	// down_after_noalive: failures shorter than it keep the backend up.
 	q := NewPool("node1", "127.0.0.1:1", Options{})
 	defer q.Close()
+	q.reached.Store(true)
 	for range 3 {
 		q.checked(0, boom, NodeOptions{DownAfter: time.Hour})
 	}
 	if q.Health() != Up {
 		t.Fatal("down before down_after_noalive")
+	}
+	// ... but not for a server that refuses keyshard's login, nor for one
+	// never reached since the pool started.
+	refused := &Error{Kind: KindAuth, Node: "node1", Addr: "127.0.0.1:1", Msg: "refused keyshard's login as 'ks'", Err: errors.New("Access denied")}
+	q.checked(0, refused, NodeOptions{DownAfter: time.Hour})
+	if q.Health() != Down || !strings.Contains(q.LastCheckError(), "refused keyshard's login as 'ks': Access denied") {
+		t.Fatalf("a refused login: %v %q, want down at once", q.Health(), q.LastCheckError())
+	}
+	never := NewPool("node1", "127.0.0.1:1", Options{})
+	defer never.Close()
+	never.checked(0, boom, NodeOptions{DownAfter: time.Hour})
+	if never.Health() != Down {
+		t.Fatal("a server never reached: up after a failed check, want down at once")
 	}
 }
 

@@ -110,7 +110,7 @@ var sqlStates = map[uint16]string{
 // message; keyshard's own carry a kind from birth.
 func toMySQL(err error) *mysql.MyError {
 	var me *mysql.MyError
-	if errors.As(err, &me) {
+	if errors.As(err, &me) && !ownLogin(err) {
 		return me
 	}
 	var code uint16 = mysql.ER_UNKNOWN_ERROR
@@ -165,6 +165,16 @@ func toMySQL(err error) *mysql.MyError {
 		}
 	}
 	return &mysql.MyError{Code: code, State: state, Message: msg}
+}
+
+// ownLogin reports whether err is a backend's refusal of keyshard's own
+// connection (its login, or the connection itself: too many connections,
+// host blocked): the server's errno (1045, 1040, 1129) would read as the
+// client's, so it is reported as 1429 naming the node and keyshard's
+// account, as a FEDERATED table reports its remote login.
+func ownLogin(err error) bool {
+	k := backend.KindOf(err)
+	return k == backend.KindAuth || k == backend.KindConnect
 }
 
 // frontendCodes maps each frontend error kind to its MySQL errno.

@@ -134,3 +134,16 @@ func TestRelayedErrorKeepsItsCode(t *testing.T) {
 		t.Fatalf("access denied state %q", got.State)
 	}
 }
+
+// A backend's refusal of keyshard's own login is not relayed as the
+// server's 1045 (the client would read it as its own credentials): 1429
+// naming the node and keyshard's account.
+func TestOwnLoginRefusalIsNotTheClients(t *testing.T) {
+	in := &backend.Error{Kind: backend.KindAuth, Node: "node2", Addr: "127.0.0.1:3308", Msg: "refused keyshard's login as 'ks'",
+		Err: &mysql.MyError{Code: mysql.ER_ACCESS_DENIED_ERROR, State: "28000", Message: "Access denied for user 'ks'@'localhost' (using password: YES)"}}
+	got := toMySQL(fmt.Errorf("statement: %w", in))
+	want := "keyshard: statement: node node2 (127.0.0.1:3308): refused keyshard's login as 'ks': ERROR 1045 (28000): Access denied for user 'ks'@'localhost' (using password: YES)"
+	if got.Code != mysql.ER_CONNECT_TO_FOREIGN_DATA_SOURCE || got.State != "HY000" || got.Message != want {
+		t.Fatalf("got %d %s %q, want 1429 HY000 %q", got.Code, got.State, got.Message, want)
+	}
+}

@@ -20,11 +20,17 @@ import (
 
 // look answers sql, an introspection statement about sharded tables.
 func (s *Session) look(l *router.Look, sql string, info router.Info) error {
-	if l.Kind == router.LookOne {
+	switch l.Kind {
+	case router.LookOne:
 		n := s.eng.Nodes[l.Node]
 		s.eng.RowHook = func(row []byte) []byte { return renameRow(row, l) }
 		defer func() { s.eng.RowHook = nil }()
 		return s.eng.Lookup(n, l.SQL, &info)
+	case router.LookInfo:
+		h := infoRows{subs: l.Subs, cols: &s.eng.ColNames}
+		s.eng.RowHook = h.row
+		defer func() { s.eng.RowHook = nil }()
+		return s.eng.Lookup(s.eng.Nodes[l.Node], sql, &info)
 	}
 	bc, err := s.lease.Acquire(s.node, engine.Extra|engine.AutocommitOn)
 	if err != nil {
@@ -470,6 +476,66 @@ func renameRow(row []byte, l *router.Look) []byte {
 		return row
 	}
 	return out
+}
+
+// infoRows is the row hook of a LookInfo answer: a row whose TABLE_NAME
+// (by the column's original name, whatever its alias) is a sub-table in
+// its TABLE_SCHEMA (when the answer has that column) says the logical
+// table instead, or is dropped.
+type infoRows struct {
+	subs map[string]router.InfoSub
+	cols *[]string // the answer's columns' original names (engine.ColNames)
+}
+
+func (h infoRows) row(row []byte) []byte {
+	tcol, scol := -1, -1
+	for i, c := range *h.cols {
+		switch {
+		case strings.EqualFold(c, "TABLE_NAME"):
+			tcol = i
+		case strings.EqualFold(c, "TABLE_SCHEMA"):
+			scol = i
+		}
+	}
+	if tcol < 0 {
+		return row
+	}
+	var spans [][2]int // each value's start and end (NULL: -1)
+	for pos := 0; pos < len(row); {
+		if row[pos] == 0xfb {
+			spans = append(spans, [2]int{-1, -1})
+			pos++
+			continue
+		}
+		_, _, next, err := wire.ReadLenEncString(row, pos)
+		if err != nil {
+			return row
+		}
+		spans = append(spans, [2]int{pos, next})
+		pos = next
+	}
+	val := func(i int) (string, bool) {
+		if i < 0 || i >= len(spans) || spans[i][0] < 0 {
+			return "", false
+		}
+		v, _, _, _ := wire.ReadLenEncString(row, spans[i][0])
+		return string(v), true
+	}
+	name, ok := val(tcol)
+	sub, isSub := h.subs[strings.ToLower(name)]
+	if !ok || !isSub {
+		return row
+	}
+	if db, ok := val(scol); scol >= 0 && (!ok || !strings.EqualFold(db, sub.DB)) {
+		return row
+	}
+	if sub.Logical == "" {
+		return nil
+	}
+	sp := spans[tcol]
+	out := append(make([]byte, 0, len(row)), row[:sp[0]]...)
+	out = wire.AppendLenEncString(out, sub.Logical)
+	return append(out, row[sp[1]:]...)
 }
 
 func ptr(s string) *string { return &s }

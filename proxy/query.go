@@ -47,7 +47,7 @@ type queryClass struct {
 }
 
 var queryClasses = [...]queryClass{
-	{"SHOW WARNINGS of an admin statement", func(s *Session) bool { return s.warnings != nil }, qWarnings},
+	{"SHOW WARNINGS of an admin statement", func(s *Session) bool { return s.warnings != nil || s.schema == nil && isShowWarnings(s.q.sql) }, qWarnings},
 	{"admin statement", isAdmin, qAdmin},
 	{"checks: time limit, digest, blacklist, privileges", always, qChecks},
 	{"result cache", func(s *Session) bool { return s.srv.rcache.on.Load() }, qCache},

@@ -174,7 +174,17 @@ func (s *Session) hintNode(lead string) (*backend.Node, bool, error) {
 		return nil, false, nil
 	}
 	name := strings.TrimSpace(lead[2:end])
-	if name == "" || s.schema == nil || strings.ContainsAny(name, " \t\n\r") {
+	if name == "" || strings.ContainsAny(name, " \t\n\r") {
+		return nil, false, nil
+	}
+	if s.schema == nil {
+		// A user without a schema (an admin only): a node hint must not
+		// fall through to keyshard's own answer (its PROCESSLIST for the
+		// node's).
+		if _, configured := s.nodes[name]; configured || isNodeN(name) {
+			return nil, false, newErr(errNoSchema, "keyshard: hint /*%s*/: user '%s' has no schema in schema_list, so no node to send the statement to; the statement was not run",
+				name, s.user)
+		}
 		return nil, false, nil
 	}
 	for _, n := range s.schema.Nodes {

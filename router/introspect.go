@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/keyshard/keyshard/router/shard"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
 )
@@ -30,7 +31,19 @@ const (
 	// LookStatus: SHOW TABLE STATUS: as LookTables, a logical table's row
 	// made from its sub-tables' (sizes and rows summed).
 	LookStatus
+	// LookInfo: a read of information_schema that names no sharded table
+	// (table_schema = 'db'): it runs on Node, the default node, and each
+	// row whose TABLE_NAME is a sub-table (Subs) is renamed to its logical
+	// table or dropped, so that the tables are listed as SHOW TABLES lists
+	// them.
+	LookInfo
 )
+
+// InfoSub is what a LookInfo answer does with a row naming a sub-table of
+// database DB: rename it to Logical, or drop it (Logical "": one
+// sub-table on the default node stands for the logical table, the others
+// are left out).
+type InfoSub struct{ DB, Logical string }
 
 // Look is how one introspection statement is answered.
 type Look struct {
@@ -50,6 +63,9 @@ type Look struct {
 	Like   string
 	Where  string
 	Full   bool // SHOW FULL TABLES: with Table_type
+
+	// LookInfo: the sub-tables by lower-case name.
+	Subs map[string]InfoSub
 }
 
 // Look returns how sql, an introspection statement (SHOW CREATE TABLE,
@@ -186,6 +202,9 @@ func (s *Schema) IsSubTable(db, name string) bool {
 func (s *Schema) lookInfoSchema(stmt ast.StmtNode) *Look {
 	v := &infoSchemaFinder{s: s}
 	stmt.Accept(v)
+	if v.infoSchema && v.rule == nil && !v.other {
+		return s.lookInfoList()
+	}
 	if !v.infoSchema || v.rule == nil || v.other {
 		return nil
 	}
@@ -197,6 +216,31 @@ func (s *Schema) lookInfoSchema(stmt ast.StmtNode) *Look {
 		return nil
 	}
 	return &Look{Kind: LookOne, Node: v.rule.NodeOf(0), SQL: text, Rename: map[string]string{v.rule.subNames[0]: v.logical}}
+}
+
+// lookInfoList answers a read of information_schema naming no sharded
+// table on the default node, whose rows naming sub-tables become the
+// logical tables': the first sub-table of each on the default node stands
+// for it (a table with none there is not listed), the others are dropped.
+func (s *Schema) lookInfoList() *Look {
+	subs := map[string]InfoSub{}
+	for _, t := range s.tables {
+		keep := slices.IndexFunc(t.subs, func(sub shard.SubTable) bool { return t.Nodes[sub.Node] == s.Default })
+		for i, name := range t.subNames {
+			if name == t.Table {
+				continue // a global table: the same name everywhere
+			}
+			is := InfoSub{DB: t.DB}
+			if i == keep {
+				is.Logical = t.Table
+			}
+			subs[name] = is
+		}
+	}
+	if len(subs) == 0 {
+		return nil
+	}
+	return &Look{Kind: LookInfo, Node: s.Default, Subs: subs}
 }
 
 // infoSchemaFinder looks for information_schema tables and for string

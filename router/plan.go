@@ -280,7 +280,7 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		// A sharded table in a subquery must be one the analysis placed
 		// (not in a UNION, a CTE, an INSERT's SELECT), repeats included.
 		if r.subquery && r.rule != nil && !r.rule.Global && (b.an == nil || b.an.srcOf[r] == nil) {
-			return nil, errorf("sharded table %s in a subquery is not supported", r.rule.Table)
+			return nil, errorf("sharded table %s in %s is not supported", r.rule.Table, construct(stmt, r.tn))
 		}
 	}
 	for _, r := range sharded {

@@ -163,15 +163,28 @@ func (b *builder) pushdown(stmt ast.StmtNode, params bool) (*Plan, error) {
 		if st.Select == nil {
 			return nil, nil
 		}
+		var into *ast.TableName
+		if st.Table != nil && st.Table.TableRefs != nil {
+			if ts, ok := st.Table.TableRefs.Left.(*ast.TableSource); ok {
+				into, _ = ts.Source.(*ast.TableName)
+			}
+		}
+		var read *tableRef
 		for _, r := range b.refs {
 			if r.rule == nil || r.rule.Global {
 				continue
 			}
-			if st.Table != nil && st.Table.TableRefs != nil {
-				if ts, ok := st.Table.TableRefs.Left.(*ast.TableSource); ok && ts.Source == ast.ResultSetNode(r.tn) {
-					return b.buildInsertSelect(st, r, params)
-				}
+			if into != nil && r.tn == into {
+				return b.buildInsertSelect(st, r, params)
 			}
+			if read == nil {
+				read = r
+			}
+		}
+		if read != nil && into != nil {
+			return nil, errorf("INSERT ... SELECT from sharded table %s into %s, a table not sharded with it, is not supported: "+
+				"its rows are read on several nodes and keyshard does not write them on another table's node; "+
+				"read the rows and insert them with VALUES", read.rule.Table, into.Name.O)
 		}
 	}
 	return nil, nil

@@ -339,6 +339,20 @@ func ColumnName(p []byte) ([]byte, error) {
 	return name, err
 }
 
+// ColumnOrgName extracts the original name (org_name: the column's own,
+// whatever its alias) from a column definition packet (protocol 4.1).
+func ColumnOrgName(p []byte) ([]byte, error) {
+	pos := 0
+	var err error
+	for i := 0; i < 5; i++ { // catalog, schema, table, org_table, name
+		if _, _, pos, err = ReadLenEncString(p, pos); err != nil {
+			return nil, err
+		}
+	}
+	name, _, _, err := ReadLenEncString(p, pos)
+	return name, err
+}
+
 // lenEncInt decodes a length-encoded integer; n == 0 means b is too short.
 // (go-mysql's LengthEncodedInt indexes past short input.)
 func lenEncInt(b []byte) (v uint64, isNull bool, n int) {

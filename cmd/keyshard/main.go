@@ -146,6 +146,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.LogLevel = *logLevel
 	}
 	local = local.FromEnv()
+	local.Version = version
 	if local.Name == "" {
 		local.Name, _ = os.Hostname()
 	}

@@ -15,6 +15,7 @@ type Local struct {
 	WebAddr string // the web listener (web_addr)
 	Name    string // the instance's name (logs, status, membership)
 	LogPath string // the directory of keyshard.log, sql.log and slow.log (log_path)
+	Version string // this binary's version (SHOW PROXIES, the member list)
 }
 
 // FromEnv fills what l leaves empty from the environment.

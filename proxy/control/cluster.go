@@ -139,7 +139,8 @@ func (p *Plane) member() cluster.Member {
 // self is what an entry of this instance says whatever the config's
 // source.
 func (p *Plane) self(host string) cluster.Member {
-	return cluster.Member{Name: p.Name(), Addr: p.startCfg.Addr, WebAddr: p.startCfg.WebAddr, Host: host, PID: os.Getpid(), Started: p.started}
+	return cluster.Member{Name: p.Name(), Addr: p.startCfg.Addr, WebAddr: p.startCfg.WebAddr, Host: host, PID: os.Getpid(), Started: p.started,
+		Version: p.local.Version}
 }
 
 // noted records the outcome of applying revision rev (err nil: it runs)
@@ -283,7 +284,9 @@ func (p *Plane) applyDocLocked(doc []byte, rev int64, force bool) ([]string, err
 	}
 	if err == nil {
 		var more []string
+		p.docRev = rev
 		more, err = p.reloadLocked(cfg, nil, force)
+		p.docRev = 0
 		warnings = append(warnings, more...)
 	} else {
 		p.reloadErrors.Add(1)

@@ -77,6 +77,10 @@ type Plane struct {
 	local        config.Local   // this instance's own settings (flags, environment), over every config loaded
 	offline      atomic.Bool    // admin 'change proxy offline': new connections refused
 	link         *clusterLink   // the shared config in etcd; nil: the config is a file
+	// docRev is the etcd revision of the shared document being applied
+	// (under mu; 0: none): the reload's log line names it, as SHOW
+	// PROXIES does.
+	docRev int64
 	// savedSum is the hash of the config file as keyshard itself last
 	// wrote it (admin save, a failover): the file watcher does not
 	// reload what runs already.

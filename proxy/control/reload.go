@@ -152,7 +152,8 @@ func (p *Plane) reloadLocked(cfg *config.Config, black *blacklist.List, force bo
 	if err := p.dp.Closed(); err != nil {
 		return nil, err
 	}
-	if changes := PlacementChanges(p.dp.Config(), cfg); len(changes) > 0 {
+	changes := PlacementChanges(p.dp.Config(), cfg)
+	if len(changes) > 0 {
 		if !force {
 			p.failedReload(reload)
 			err := &PlacementError{Changes: changes}
@@ -161,6 +162,13 @@ func (p *Plane) reloadLocked(cfg *config.Config, black *blacklist.List, force bo
 		}
 		p.log.Warn("config forced: existing rows of sharded tables may now be looked for elsewhere",
 			zap.String("source", cfg.Source()), zap.Strings("changes", changes))
+	}
+	var warnings []string
+	if force {
+		// What the force strands, for the client too (SHOW WARNINGS).
+		for _, c := range changes {
+			warnings = append(warnings, "forced: "+c+": rows already written are now looked for in other sub-tables and may seem lost until moved")
+		}
 	}
 	var err error
 	if black == nil && p.link != nil {
@@ -172,9 +180,8 @@ func (p *Plane) reloadLocked(cfg *config.Config, black *blacklist.List, force bo
 			return nil, fmt.Errorf("blacklist_sql_file: %w", err)
 		}
 	}
-	var warnings []string
 	for _, pd := range p.pendingIn(cfg) {
-		warnings = append(warnings, fmt.Sprintf("%s changed (%s running, %s in the config): takes effect after a restart", pd.Key, pd.Running, pd.Configured))
+		warnings = append(warnings, pendingWarning(pd))
 	}
 	a, err := p.dp.Apply(cfg, black)
 	if err != nil {
@@ -185,10 +192,28 @@ func (p *Plane) reloadLocked(cfg *config.Config, black *blacklist.List, force bo
 	if reload {
 		p.reloads.Add(1)
 		p.lastReload.Store(time.Now().UnixNano())
-		p.log.Info("config reloaded", zap.String("source", cfg.Source()), zap.Int64("revision", a.Revision), zap.Int("nodes", a.Nodes),
+		// revision: what SHOW PROXIES says (the shared document's etcd
+		// revision, or the configs applied since start for a file).
+		rev := zap.Int64("revision", a.Revision)
+		if p.docRev != 0 {
+			rev = zap.Int64("revision", p.docRev)
+		}
+		p.log.Info("config reloaded", zap.String("source", cfg.Source()), rev, zap.Int64("applied", a.Revision), zap.Int("nodes", a.Nodes),
 			zap.Int("drained", a.Drained), zap.Strings("warnings", warnings))
 	}
 	return warnings, nil
+}
+
+// pendingWarning is a reload's warning of a setting that needs a restart;
+// an empty value says "not set" (not a blank).
+func pendingWarning(pd Pending) string {
+	shown := func(v string) string {
+		if v == "" {
+			return "not set"
+		}
+		return v
+	}
+	return fmt.Sprintf("%s changed (%s running, %s in the config): takes effect after a restart", pd.Key, shown(pd.Running), shown(pd.Configured))
 }
 
 // failedReload counts a reload refused (not an admin change: its caller

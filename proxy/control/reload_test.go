@@ -69,3 +69,16 @@ func TestApply(t *testing.T) {
 		t.Errorf("counted as a reload: %d reloads, %d errors", p.reloads.Load(), p.reloadErrors.Load())
 	}
 }
+
+// A reload's warning of a setting that needs a restart says "not set" for
+// an empty value, never a blank.
+func TestPendingWarningEmptyValue(t *testing.T) {
+	got := pendingWarning(Pending{Key: "tls_cert", Running: "", Configured: "/etc/ks.pem"})
+	if want := "tls_cert changed (not set running, /etc/ks.pem in the config): takes effect after a restart"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	got = pendingWarning(Pending{Key: "web_addr", Running: "127.0.0.1:1", Configured: ""})
+	if want := "web_addr changed (127.0.0.1:1 running, not set in the config): takes effect after a restart"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}

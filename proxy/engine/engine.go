@@ -112,8 +112,8 @@ type Engine struct {
 	MaxMergeRows int
 	// RowHook, when set, sees each text row relayed by Relay (one
 	// physical packet) and returns what the client gets instead: for the
-	// rare answer keyshard must correct (see the session's SHOW STATUS).
-	// Rows then go one packet at a time.
+	// rare answer keyshard must correct (see the session's SHOW STATUS);
+	// nil drops the row. Rows then go one packet at a time.
 	RowHook func(row []byte) []byte
 	// XA makes a write over several nodes commit on all or none (nil:
 	// each node commits its part on its own).
@@ -125,6 +125,8 @@ type Engine struct {
 	// ColTypes are the column types of the result set being relayed, kept
 	// while a RowHook is set (a binary row is read with them).
 	ColTypes []byte
+	// ColNames are their original names (org_name), kept with ColTypes.
+	ColNames []string
 
 	colBuf []byte // colDef's scratch
 	// genID is the first id the running statement took from a sequence

@@ -129,7 +129,7 @@ func (e *Engine) relayColumns(bc *backend.Conn, p []byte) (uint64, error) {
 	}
 	bp := bc.Packets()
 	if e.RowHook != nil {
-		e.ColTypes = e.ColTypes[:0]
+		e.ColTypes, e.ColNames = e.ColTypes[:0], e.ColNames[:0]
 	}
 	for range n {
 		cp, err := bp.ReadPacket()
@@ -138,7 +138,8 @@ func (e *Engine) relayColumns(bc *backend.Conn, p []byte) (uint64, error) {
 		}
 		if e.RowHook != nil {
 			typ, _, _ := wire.ColumnType(cp, bc.ExtTypeInfo())
-			e.ColTypes = append(e.ColTypes, typ)
+			name, _ := wire.ColumnOrgName(cp)
+			e.ColTypes, e.ColNames = append(e.ColTypes, typ), append(e.ColNames, string(name))
 		}
 		if err := e.Client.Packet(e.colDef(cp)); err != nil {
 			return 0, err
@@ -308,7 +309,10 @@ func (e *Engine) copyRows(bc *backend.Conn, p []byte) (rowsEnd, error) {
 		end.rows++
 		cont = len(rp) == wire.MaxPayload
 		if e.RowHook != nil && !cont {
-			rp = e.RowHook(rp)
+			if rp = e.RowHook(rp); rp == nil {
+				end.rows--
+				continue
+			}
 		}
 		if err := e.Client.Raw(rp); err != nil {
 			return end, err

@@ -192,6 +192,14 @@ func TestClusterSharedConfig(t *testing.T) {
 	within(t, 2*time.Second, "the fixed document on both", func() bool {
 		return a.Srv.Config().LogSQL == "on" && b.Srv.Config().LogSQL == "on"
 	})
+	// The log names the revision SHOW PROXIES shows (etcd's), not the
+	// count of configs this instance applied.
+	if l := a.Logs.FilterMessage("config reloaded").All(); len(l) == 0 || l[len(l)-1].ContextMap()["revision"] != good {
+		t.Errorf("the last 'config reloaded' line: %v, want revision %d", l, good)
+	}
+	if rows := queryRows(t, rootA, "SHOW PROXIES"); len(rows) != 2 || rows[0][7] != fmt.Sprint(good) {
+		t.Errorf("SHOW PROXIES after revision %d: %v", good, rows)
+	}
 	m := scrape(t, a)
 	if metricValue(m, "keyshard_cluster_config_refused") != 0 || metricValue(m, "keyshard_cluster_config_revision") != float64(good) ||
 		metricValue(m, "keyshard_cluster_etcd_up") != 1 {

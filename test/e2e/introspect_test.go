@@ -127,6 +127,30 @@ func TestShardIntrospection(t *testing.T) {
 	if !slices.Equal(tables, []string{"plain_user", "sh_user"}) {
 		t.Errorf("SHOW TABLES = %q, want the logical tables only", tables)
 	}
+	// information_schema without a table name lists the logical tables
+	// as SHOW TABLES does (not the default node's sub-tables), and their
+	// columns once, under the logical name, whatever the aliases.
+	for _, q := range []string{
+		"SELECT table_name FROM information_schema.tables WHERE table_schema = 'shard_e2e' ORDER BY table_name",
+		"SELECT TABLE_NAME AS t FROM information_schema.TABLES WHERE table_schema = DATABASE() ORDER BY 1",
+		"SELECT table_schema, table_name, table_type FROM information_schema.tables WHERE table_schema = 'shard_e2e' ORDER BY table_name",
+	} {
+		got := allRows(t, db, q)
+		var want []string
+		for _, tb := range tables {
+			want = append(want, tb)
+			if strings.Contains(q, "table_type") {
+				want[len(want)-1] = "shard_e2e|" + tb + "|BASE TABLE"
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q (as SHOW TABLES)", q, got, want)
+		}
+	}
+	cols := allRows(t, db, "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'shard_e2e' ORDER BY table_name, ordinal_position")
+	if want := []string{"plain_user|id", "plain_user|name", "plain_user|n", "sh_user|id", "sh_user|name", "sh_user|n"}; !slices.Equal(cols, want) {
+		t.Errorf("information_schema.columns of shard_e2e: %q, want %q", cols, want)
+	}
 	if got := allRows(t, db, "SHOW FULL TABLES FROM shard_e2e LIKE 'sh\\_%'"); !slices.Equal(got, []string{"sh_user|BASE TABLE"}) {
 		t.Errorf("SHOW FULL TABLES LIKE: %q", got)
 	}

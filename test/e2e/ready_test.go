@@ -78,3 +78,67 @@ func TestReadiness(t *testing.T) {
 		t.Fatalf("admin up: %d", code)
 	}
 }
+
+// A backend that refuses keyshard's own login (a wrong password in the
+// node's config) is down at once, not after down_after_noalive: SHOW
+// BACKENDS, the metrics and /readyz say so with the reason, and a
+// client's statement fails with 1429 naming the node and keyshard's
+// account (not 1045, which would read as the client's own credentials).
+func TestBackendRefusesLogin(t *testing.T) {
+	yaml := baseYAML("%ADDR%")
+	node3 := fmt.Sprintf("    password: ks\n    master: 127.0.0.1:%d\n", downPort)
+	if !strings.Contains(yaml, node3) {
+		t.Fatal("baseYAML changed: node3 not found")
+	}
+	yaml = strings.Replace(yaml, node3, fmt.Sprintf("    password: wrong\n    master: 127.0.0.1:%d\n    down_after_noalive: 60\n", downPort), 1) +
+		"health_check_interval: 200ms\nconnect_timeout: 1s\n"
+	p := startProxy(t, yaml)
+	waitFor(t, "/readyz 503 with node3 refusing keyshard's login", func() bool {
+		code, body := readyz(t, p)
+		return code == 503 && strings.Contains(body, "default node node3 is down") && strings.Contains(body, "refused keyshard's login as 'ks'")
+	})
+	var row []string
+	for _, r := range queryRows(t, adminDB(t, p), "SHOW BACKENDS") {
+		if r[0] == "node3" {
+			row = r
+		}
+	}
+	if row == nil || row[3] != "down" || !strings.Contains(row[12], "refused keyshard's login as 'ks'") || !strings.Contains(row[12], "Access denied") {
+		t.Fatalf("SHOW BACKENDS, node3: %q", row)
+	}
+	if s := backendGauge(t, p, "keyshard_backend_state", downPort); s != 1 {
+		t.Fatalf("keyshard_backend_state of node3: %v, want 1 (down)", s)
+	}
+	_, err := p.open(t, "other:other", "", "").Exec("SELECT 1")
+	wantErrContains(t, "a statement on node3", err, 1429, fmt.Sprintf("node node3 (127.0.0.1:%d)", downPort))
+	wantErrContains(t, "a statement on node3", err, 1429, "refused keyshard's login as 'ks'")
+	// The other nodes serve.
+	if _, err := p.open(t, "ks:ks", "ks_test", "").Exec("SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A default master that has never answered since keyshard started is not
+// ready at its first failed check: there is no busy server to wait
+// down_after_noalive for.
+func TestNeverReachedNotReady(t *testing.T) {
+	yaml := baseYAML("%ADDR%")
+	node3 := fmt.Sprintf("    master: 127.0.0.1:%d\n", downPort)
+	nowhere := e2ePort() + 150 // nothing listens there
+	yaml = strings.Replace(yaml, node3, fmt.Sprintf("    master: 127.0.0.1:%d\n    down_after_noalive: 60\n", nowhere), 1) +
+		"health_check_interval: 200ms\nconnect_timeout: 1s\n"
+	p := startProxy(t, yaml)
+	waitFor(t, "/readyz 503 with node3 never reached", func() bool {
+		code, body := readyz(t, p)
+		return code == 503 && strings.Contains(body, "default node node3 is down") && strings.Contains(body, "cannot connect")
+	})
+	var row []string
+	for _, r := range queryRows(t, adminDB(t, p), "SHOW BACKENDS") {
+		if r[0] == "node3" {
+			row = r
+		}
+	}
+	if row == nil || row[3] != "down" {
+		t.Fatalf("SHOW BACKENDS, node3: %q", row)
+	}
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -326,8 +327,16 @@ func TestReloadRefusesMovedRows(t *testing.T) {
 	}
 	// Forced, the move is applied (and the row is looked for elsewhere).
 	write(rules("[4, 5]", true))
-	if _, err := db.Exec("ADMIN RELOAD FORCE"); err != nil {
-		t.Fatalf("ADMIN RELOAD FORCE: %v", err)
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mustExecConn(t, c, "ADMIN RELOAD FORCE")
+	// ... with a warning of what it strands, as SHOW WARNINGS shows it.
+	if warn := queryRowsConn(t, c, "SHOW WARNINGS"); len(warn) != 1 || warn[0][0] != "Warning" ||
+		!strings.Contains(warn[0][2], "forced: ") || !strings.Contains(warn[0][2], "8 -> 9 sub-tables") || !strings.Contains(warn[0][2], "seem lost") {
+		t.Fatalf("SHOW WARNINGS after ADMIN RELOAD FORCE: %v", warn)
 	}
 	if n := len(p.Srv.Config().SchemaList[0].ShardRule[0].Locations); n != 2 || p.Srv.Config().SchemaList[0].ShardRule[0].Locations[1] != 5 {
 		t.Fatalf("forced reload not applied: %v", p.Srv.Config().SchemaList[0].ShardRule[0].Locations)
