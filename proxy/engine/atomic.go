@@ -15,33 +15,29 @@ import (
 
 // Atomic writes: a write statement (INSERT, REPLACE, UPDATE, DELETE) that
 // runs on several nodes commits on all of them or on none, as one
-// statement does on one server. Its legs run inside one XA transaction,
-// one branch per node: XA START, the statements, XA END, XA PREPARE on
-// every node; then the commit decision is written durably (Atomic.Decide,
-// on the backends, where any keyshard instance's recovery finds it), and
-// only then XA COMMIT on every node. Until the decision, any failure rolls
-// every branch back; after it, a branch that fails to commit stays
-// prepared, and recovery commits it by the decision. A write on several
-// sub-tables of one node runs in a local transaction instead.
+// statement does on one server. Its first leg runs in a local transaction
+// that also inserts the commit decision (Atomic.DecisionSQL), each other
+// leg in an XA branch: XA START, the statements, XA END, XA PREPARE; once
+// every branch is prepared, the first leg's COMMIT makes the decision
+// durable (on the backends, where any keyshard instance's recovery finds
+// it), and only then the branches run XA COMMIT. Until the decision, any
+// failure rolls every leg back; after it, a branch that fails to commit
+// stays prepared, and recovery commits it by the decision. A write on
+// several sub-tables of one node runs in a local transaction instead.
 
 // Atomic is the coordinator of XA transactions: the proxy's, which keeps
 // the decision log on a backend and recovers prepared branches.
 type Atomic interface {
-	// NewXID returns the id of a new XA transaction for a write statement
-	// (it names the keyshard instance, its start time, a counter and the
-	// node keeping its decision).
-	NewXID() string
-	// TxXID is NewXID for a transaction whose decision node keeps: its
-	// first node, where DecisionSQL runs inside the local transaction.
+	// TxXID returns the id of a new XA transaction whose decision node
+	// keeps: its first node, where DecisionSQL runs inside the local
+	// transaction (the id names the keyshard instance, its start time, a
+	// counter and that node).
 	TxXID(node string) string
 	// DecisionSQL is the statement that records, inside the first node's
 	// local transaction, that xid commits.
 	DecisionSQL(xid string) string
 	// Prepare makes sure node keeps a decision table.
 	Prepare(ctx context.Context, node string) error
-	// Decide records durably that transaction xid commits; with an
-	// error, none of its branches may commit.
-	Decide(ctx context.Context, xid string) error
 	// Abort records that xid rolls back, unless a commit decision was
 	// recorded first; committed reports which decision stands.
 	Abort(ctx context.Context, xid string) (committed bool, err error)

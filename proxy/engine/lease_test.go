@@ -445,7 +445,6 @@ func TestLeaseAutocommitOffError(t *testing.T) {
 // fakeAtomic is an Atomic that records what the lease asks of it.
 type fakeAtomic struct{ log []string }
 
-func (a *fakeAtomic) NewXID() string { return "ks-x-1-1-n1" }
 func (a *fakeAtomic) TxXID(node string) string {
 	a.log = append(a.log, "xid "+node)
 	return "ks-x-1-2-" + node
@@ -455,7 +454,6 @@ func (a *fakeAtomic) Prepare(_ context.Context, node string) error {
 	a.log = append(a.log, "prepare "+node)
 	return nil
 }
-func (a *fakeAtomic) Decide(context.Context, string) error        { return nil }
 func (a *fakeAtomic) Abort(context.Context, string) (bool, error) { return false, nil }
 func (a *fakeAtomic) Done(xid string)                             { a.log = append(a.log, "done "+xid) }
 func (a *fakeAtomic) Outcome(committed bool, nodes int) {
