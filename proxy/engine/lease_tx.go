@@ -148,13 +148,13 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 			readers = append(readers, bc)
 		}
 	}
-	var werr, derr error
+	var werr, derr, rerr error
 	var wg sync.WaitGroup
 	if len(readers) > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = pipeAll(readers, "", func(bc *backend.Conn) []string {
+			rerr = pipeAll(readers, "", func(bc *backend.Conn) []string {
 				return []string{"XA END " + branchID(xid, bc.Node()), "XA ROLLBACK " + branchID(xid, bc.Node())}
 			})
 		}()
@@ -178,8 +178,8 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 	wg.Wait()
 	// The readers are done (a failed one is closed, which rolls it back).
 	for _, bc := range readers {
-		if !bc.Answered() {
-			bc.MarkBroken()
+		if rerr != nil {
+			bc.MarkBroken() // which one failed is not told apart
 		}
 		l.putBack(bc)
 	}
