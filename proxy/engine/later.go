@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"time"
 
 	"github.com/keyshard/keyshard/backend"
 )
@@ -18,6 +19,9 @@ import (
 // Other sessions may, for that moment, see the first node's part
 // committed and a branch's not yet, as they could between the branches'
 // XA COMMITs before.
+
+// laterTimeout bounds a second phase run behind the answer.
+const laterTimeout = 10 * time.Second
 
 // later is one batch of second phases in flight: the nodes they run on,
 // closed done when every one finished and its connection went back.
@@ -42,9 +46,16 @@ func (l *Lease) CommitLater(conns []*backend.Conn, q func(bc *backend.Conn) stri
 	l.later = append(l.later, lt)
 	go func() {
 		defer close(lt.done)
+		// A frozen node cannot hold the session up for ever: past the
+		// deadline the connection is closed, the branch stays prepared
+		// and recovery commits it.
+		dl := time.Now().Add(laterTimeout)
+		for _, bc := range conns {
+			_ = bc.SetDeadline(dl)
+		}
 		all := execAll(conns, "commit", func(i int) string { return q(conns[i]) }) == nil
 		for _, bc := range conns {
-			if !all {
+			if bc.SetDeadline(time.Time{}) != nil || !all {
 				bc.MarkBroken() // which failed is not told apart: none is reused
 			}
 			if bc.Broken() {
@@ -62,7 +73,10 @@ func (l *Lease) CommitLater(conns []*backend.Conn, q func(bc *backend.Conn) stri
 func (l *Lease) await(node string) {
 	l.later = slices.DeleteFunc(l.later, func(lt *later) bool {
 		if node == "" || slices.Contains(lt.nodes, node) {
-			<-lt.done
+			select {
+			case <-lt.done:
+			case <-l.Ctx.Done(): // the server stops
+			}
 			return true
 		}
 		select {
