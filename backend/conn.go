@@ -385,6 +385,59 @@ func (c *Conn) Exec(query string) (*Result, error) {
 	if err := c.pkt.Flush(); err != nil {
 		return nil, c.lost(err)
 	}
+	return c.answer()
+}
+
+// Queue writes COM_QUERY query without sending it yet (Flush sends it,
+// as does the next command's flush): several statements of keyshard's
+// own reach the server in one write and cost one round trip. Each
+// queued statement's answer is read with Answer, in order.
+func (c *Conn) Queue(query string) error {
+	if err := c.pkt.WriteCommandString(mysql.COM_QUERY, query); err != nil {
+		return c.lost(err)
+	}
+	return nil
+}
+
+// Flush sends what Queue wrote.
+func (c *Conn) Flush() error {
+	if err := c.pkt.Flush(); err != nil {
+		return c.lost(err)
+	}
+	return nil
+}
+
+// Answer reads the whole answer to the next queued statement (see
+// Queue), as Exec does.
+func (c *Conn) Answer() (*Result, error) {
+	c.pkt.Seq = 1 // each command's answer starts its own sequence
+	return c.answer()
+}
+
+// Ahead queues query in front of the next command written on the
+// connection (whoever writes it): its answer is read, before that
+// command's, by the first read of the connection. An error answer fails
+// that read (and the connection with it): the command behind it ran all
+// the same, so only a statement that cannot fail on a healthy connection
+// of keyshard's (XA START on a fresh connection) may go ahead of one
+// whose effect depends on it.
+func (c *Conn) Ahead(query string) error {
+	if err := c.Queue(query); err != nil {
+		return err
+	}
+	c.pkt.SetAhead(func() error {
+		_, err := c.answer()
+		if err != nil {
+			c.MarkLost() // the answer behind it is not read
+			return fmt.Errorf("%s: %w", query, err)
+		}
+		c.pkt.Seq = 1
+		return nil
+	})
+	return nil
+}
+
+func (c *Conn) answer() (*Result, error) {
 	var res *Result
 	for {
 		r, err := c.readResult()

@@ -5,7 +5,8 @@
 # sub-tables, item global), in turn, ROUNDS times for TIME each. Each target is created and loaded
 # through itself, then CLIENTS clients run TPC-C's mix (1% of new-order
 # lines and 15% of payments for another warehouse), retrying deadlocks;
-# one markdown row per target, the consistency conditions checked after.
+# one markdown row per target, the consistency conditions checked after;
+# then what keyshard's deadlock detector did (its /metrics counters).
 # Backends: scripts/backends.sh on 127.0.0.1:23600-23601 under
 # /tmp/keyshard-bench-tpcc; keyshard on 127.0.0.1:23697.
 # Env: KS_BIN (default: make build), WAREHOUSES (4), CLIENTS (8), TIME (10s),
@@ -69,6 +70,23 @@ if [[ ${PPROF:-0} == 1 ]]; then
 	secs=${secs%s}
 	(sleep $((secs + 3)) && curl -s -o "$WORK/keyshard.pprof" "http://127.0.0.1:23698/debug/pprof/profile?seconds=20") &
 fi
+# keyshard's deadlock detector (proxy/deadlock): its counters around the
+# runs (only the keyshard arm goes through it).
+deadlock_metrics() {
+	echo "start 0" # never empty (awk reads the first file as the before)
+	curl -s "http://127.0.0.1:23698/metrics" | awk '/^keyshard_deadlock(s|_checks|_victims|_detection_seconds)_total /{print $1, $2}'
+}
+deadlock_metrics >"$WORK/deadlocks.before"
 "$WORK/tpcc" -targets "one MariaDB=ks:ks@tcp(127.0.0.1:23600)/ks_tpcc_direct?${PARAMS:-},keyshard 2 nodes=ks:ks@tcp(127.0.0.1:23697)/ks_tpcc?${PARAMS:-}" \
 	-pids "keyshard=$KS_PID,mariadbd node1=$(cat "$KS_BACKENDS_DIR/23600/pid"),mariadbd node2=$(cat "$KS_BACKENDS_DIR/23601/pid")" -warehouses "${WAREHOUSES:-4}" -clients "${CLIENTS:-8}" -time "${TIME:-10s}" -rounds "${ROUNDS:-3}" \
 	"node1=ks:ks@tcp(127.0.0.1:23600)/" "node2=ks:ks@tcp(127.0.0.1:23601)/"
+deadlock_metrics >"$WORK/deadlocks.after"
+echo
+echo "keyshard's deadlock detector over the keyshard rounds (cycles across nodes found, victims answered 1213, wait-for graphs read, mean detection latency):"
+echo
+awk 'NR==FNR {before[$1]=$2; next} {d[$1]=$2-before[$1]}
+	END {
+		v=d["keyshard_deadlock_victims_total"]
+		printf "| deadlocks across nodes | victims (1213) | wait-for graphs read | mean detection ms |\n|---:|---:|---:|---:|\n"
+		printf "| %d | %d | %d | %s |\n", d["keyshard_deadlocks_total"], v, d["keyshard_deadlock_checks_total"], (v > 0 ? sprintf("%.1f", 1000*d["keyshard_deadlock_detection_seconds_total"]/v) : "-")
+	}' "$WORK/deadlocks.before" "$WORK/deadlocks.after"

@@ -46,7 +46,18 @@ type Conn struct {
 	capture    []byte
 	capturing  bool
 	captureMax int
+
+	// ahead, when set, reads the answers to commands written ahead of
+	// the one whose answer the next read starts (see SetAhead).
+	ahead func() error
 }
+
+// SetAhead has f read the answers to commands written ahead of the next
+// one, before the first packet of that one's answer is read: a command
+// pipelined in front of another costs no round trip of its own, and the
+// reader of the other's answer need not know. An error from f is the
+// read's error. The next read runs f once (it is cleared first).
+func (c *Conn) SetAhead(f func() error) { c.ahead = f }
 
 // StartCapture starts keeping a copy of what is written, up to max bytes.
 func (c *Conn) StartCapture(max int) {
@@ -157,6 +168,13 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // ones, and after a read Seq follows the frames, as in MySQL: a client whose
 // command took three frames expects the answer's packets from id 3.
 func (c *Conn) ReadRaw() ([]byte, error) {
+	if c.ahead != nil {
+		f := c.ahead
+		c.ahead = nil
+		if err := f(); err != nil {
+			return nil, err
+		}
+	}
 	p, err := c.readRaw()
 	if c.comp != nil {
 		c.Seq = c.comp.seq

@@ -73,7 +73,7 @@ type Config struct {
 	ServerVersion        string `yaml:"server_version"` // the version clients see; default: the backends' own (see proxy/identity.go)
 
 	// Writes over several nodes (XA two-phase commit; etc/ks.yaml).
-	XALogNode         string   `yaml:"xa_log_node"`         // node keeping the commit decisions; default: the first schema's default node
+	XALogNode         string   `yaml:"xa_log_node"`         // node keeping the sequences (and older versions' commit decisions); default: the first schema's default node
 	XALogDB           string   `yaml:"xa_log_db"`           // database of the decision table there, default keyshard
 	XARecoverInterval Duration `yaml:"xa_recover_interval"` // how often prepared branches are recovered, default 30s
 	XAPreparedTimeout Duration `yaml:"xa_prepared_timeout"` // a prepared branch with no decision this old is rolled back, default 60s

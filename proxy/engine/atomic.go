@@ -9,39 +9,35 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/backend"
-
+	"github.com/keyshard/keyshard/backend/wire"
 	"github.com/keyshard/keyshard/router"
 )
 
 // Atomic writes: a write statement (INSERT, REPLACE, UPDATE, DELETE) that
 // runs on several nodes commits on all of them or on none, as one
-// statement does on one server. Its legs run inside one XA transaction,
-// one branch per node: XA START, the statements, XA END, XA PREPARE on
-// every node; then the commit decision is written durably (Atomic.Decide,
-// on the backends, where any keyshard instance's recovery finds it), and
-// only then XA COMMIT on every node. Until the decision, any failure rolls
-// every branch back; after it, a branch that fails to commit stays
-// prepared, and recovery commits it by the decision. A write on several
-// sub-tables of one node runs in a local transaction instead.
+// statement does on one server. Its first leg runs in a local transaction
+// that also inserts the commit decision (Atomic.DecisionSQL), each other
+// leg in an XA branch: XA START, the statements, XA END, XA PREPARE; once
+// every branch is prepared, the first leg's COMMIT makes the decision
+// durable (on the backends, where any keyshard instance's recovery finds
+// it), and only then the branches run XA COMMIT. Until the decision, any
+// failure rolls every leg back; after it, a branch that fails to commit
+// stays prepared, and recovery commits it by the decision. A write on
+// several sub-tables of one node runs in a local transaction instead.
 
 // Atomic is the coordinator of XA transactions: the proxy's, which keeps
 // the decision log on a backend and recovers prepared branches.
 type Atomic interface {
-	// NewXID returns the id of a new XA transaction for a write statement
-	// (it names the keyshard instance, its start time, a counter and the
-	// node keeping its decision).
-	NewXID() string
-	// TxXID is NewXID for a transaction whose decision node keeps: its
-	// first node, where DecisionSQL runs inside the local transaction.
+	// TxXID returns the id of a new XA transaction whose decision node
+	// keeps: its first node, where DecisionSQL runs inside the local
+	// transaction (the id names the keyshard instance, its start time, a
+	// counter and that node).
 	TxXID(node string) string
 	// DecisionSQL is the statement that records, inside the first node's
 	// local transaction, that xid commits.
 	DecisionSQL(xid string) string
 	// Prepare makes sure node keeps a decision table.
 	Prepare(ctx context.Context, node string) error
-	// Decide records durably that transaction xid commits; with an
-	// error, none of its branches may commit.
-	Decide(ctx context.Context, xid string) error
 	// Abort records that xid rolls back, unless a commit decision was
 	// recorded first; committed reports which decision stands.
 	Abort(ctx context.Context, xid string) (committed bool, err error)
@@ -92,23 +88,30 @@ func isWrite(k router.Kind) bool {
 	return false
 }
 
-// atomicWrite is one write fan-out run all or nothing.
+// atomicWrite is one write fan-out run all or nothing. Over several
+// nodes, the first leg's node runs its part in a local transaction that
+// also records the commit decision, the others in XA branches; on one
+// node, a local transaction around its sub-tables' statements.
+//
+// Round trips: the first write to each node carries BEGIN or XA START in
+// front of the statement (their answers read first), and, once the
+// statements are sent, each branch's XA END and XA PREPARE and the first
+// leg's decision INSERT follow at once, before any answer is read: every
+// node works in one round trip. The first leg's COMMIT then makes the
+// decision durable (a second round trip, on one node), the client is
+// answered, and the branches' XA COMMITs run behind the answer
+// (Lease.CommitLater).
 type atomicWrite struct {
 	e       *Engine
 	legs    []Leg
 	xid     string // "" for a local transaction (one node)
 	sent    bool   // the statements went out: an unfinished answer is a connection to close
 	started []bool // the leg's transaction (or branch) began
+	pending []int  // answers queued behind each leg's statements, not read yet
 }
 
 // branch is the XA branch id of leg i: the transaction's id and the node.
 func (w *atomicWrite) branch(i int) string { return branchID(w.xid, w.legs[i].BC.Node()) }
-
-// each runs q(i) on every leg's connection at once (each phase costs one
-// round trip, whatever the number of nodes) and returns the first error.
-func (w *atomicWrite) each(step string, q func(i int) string) error {
-	return execAll(legConns(w.legs), step, q)
-}
 
 // execAll runs q(i) on every connection of conns at once and returns the
 // first error (a connection whose statement failed otherwise than by a
@@ -149,34 +152,99 @@ func execAll(conns []*backend.Conn, step string, q func(i int) string) error {
 	return nil
 }
 
-// begin opens the transaction on every leg.
+// begin puts the transaction's start in front of each leg's statements
+// (see backend.Conn.Ahead): BEGIN on the first leg, XA START on the
+// others. The first leg's node keeps the decision.
 func (w *atomicWrite) begin() error {
 	if len(w.legs) > 1 {
-		w.xid = w.e.XA.NewXID()
+		first := w.legs[0].BC.Node()
+		if err := w.e.XA.Prepare(context.Background(), first); err != nil {
+			return fmt.Errorf("keyshard: node %s cannot keep the commit decision of a write over several nodes: %w", first, err)
+		}
+		w.xid = w.e.XA.TxXID(first)
 	}
 	w.started = make([]bool, len(w.legs))
-	errs := make([]error, len(w.legs))
-	var wg sync.WaitGroup
+	w.pending = make([]int, len(w.legs))
 	for i := range w.legs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			q := "BEGIN"
-			if w.xid != "" {
-				q = "XA START " + w.branch(i)
-			}
-			_, errs[i] = w.legs[i].BC.Exec(q)
-			w.started[i] = errs[i] == nil
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
+		q := "BEGIN"
+		if i > 0 {
+			q = "XA START " + w.branch(i)
+		}
+		if err := w.legs[i].BC.Ahead(q); err != nil {
 			w.abort()
 			return fmt.Errorf("keyshard: node %s: %w", w.legs[i].BC.Node(), err)
 		}
+		w.started[i] = true
 	}
 	return nil
+}
+
+// queueEnd sends, behind the statements and before any answer is read,
+// each branch's XA END and XA PREPARE and the first leg's decision
+// INSERT (inside its transaction: the decision once it commits).
+func (w *atomicWrite) queueEnd() error {
+	if w.xid == "" {
+		return nil
+	}
+	for i := range w.legs {
+		bc := w.legs[i].BC
+		qs := []string{w.e.XA.DecisionSQL(w.xid)}
+		if i > 0 {
+			failpoint("prepare", bc.Node())
+			qs = []string{"XA END " + w.branch(i), "XA PREPARE " + w.branch(i)}
+		}
+		for _, q := range qs {
+			if err := bc.Queue(q); err != nil {
+				return err
+			}
+			w.pending[i]++
+		}
+		if err := bc.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ended reads the answers queued behind leg i's statements (see
+// queueEnd) and returns the first error.
+func (w *atomicWrite) ended(i int) error {
+	var first error
+	bc := w.legs[i].BC
+	for ; w.pending[i] > 0 && !bc.Broken(); w.pending[i]-- {
+		if _, err := bc.Answer(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if bc.Broken() && first == nil {
+		first = &backend.Error{Kind: backend.KindLost, Node: bc.Node(), Addr: bc.Addr(), Msg: "connection lost"}
+	}
+	return first
+}
+
+// drain reads the rest of leg l's answer to its write statements (OKs and
+// errors only), so that the connection can end its transaction cleanly;
+// a connection that cannot is marked broken.
+func drain(l *Leg) {
+	for !l.finished && !l.BC.Broken() {
+		p, err := readAnswer(l.BC)
+		switch {
+		case err != nil || len(p) == 0:
+			l.BC.MarkBroken()
+		case p[0] == wire.ErrHeader:
+			l.ended(0)
+		case p[0] == wire.OKHeader:
+			ok, err := wire.ParseOK(p)
+			if err != nil {
+				l.BC.MarkBroken()
+				continue
+			}
+			l.BC.SetStatus(ok.Status)
+			l.ended(ok.Status)
+		default:
+			l.BC.MarkBroken()
+		}
+	}
 }
 
 // abort rolls every leg back. A connection whose branch cannot be ended
@@ -187,8 +255,15 @@ func (w *atomicWrite) abort() {
 		return
 	}
 	for i := range w.legs {
-		bc := w.legs[i].BC
-		if bc.Broken() || w.sent && !w.legs[i].finished {
+		l := &w.legs[i]
+		bc := l.BC
+		if w.sent && !l.finished && !bc.Broken() {
+			drain(l)
+		}
+		if !bc.Broken() {
+			_ = w.ended(i) // a branch prepared all the same must be rolled back, not left
+		}
+		if bc.Broken() || w.sent && !l.finished {
 			bc.MarkBroken()
 			continue
 		}
@@ -196,7 +271,7 @@ func (w *atomicWrite) abort() {
 			continue // nothing to roll back there
 		}
 		var err error
-		if w.xid == "" {
+		if i == 0 {
 			_, err = bc.Exec("ROLLBACK")
 		} else {
 			// XA END fails on a branch already ended (or never started):
@@ -222,30 +297,42 @@ func (w *atomicWrite) outcome(committed bool) {
 // phases. An error means nothing was committed (everything rolled back).
 func (w *atomicWrite) commit() error {
 	w.e.Trace.Committing()
-	if w.xid == "" {
-		if _, err := w.legs[0].BC.Exec("COMMIT"); err != nil {
-			w.legs[0].BC.MarkBroken() // the server rolls back with the connection
+	first := w.legs[0].BC
+	if w.xid != "" {
+		// The branches prepared and the decision inserted (queueEnd):
+		// their answers, every node's at once.
+		errs := make([]error, len(w.legs))
+		var wg sync.WaitGroup
+		for i := 1; i < len(w.legs); i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = w.ended(i)
+			}()
+		}
+		errs[0] = w.ended(0)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				w.abort()
+				what := "XA PREPARE"
+				if i == 0 {
+					what = "recording the commit decision"
+				}
+				return fmt.Errorf("keyshard: %s on node %s: %w; nothing was changed (rolled back on every node)", what, w.legs[i].BC.Node(), err)
+			}
+		}
+		failpoint("decide", first.Node())
+	}
+	if _, err := first.Exec("COMMIT"); err != nil {
+		if w.xid == "" {
+			first.MarkBroken() // the server rolls back with the connection
 			w.outcome(false)
 			return err
 		}
-		w.outcome(true)
-		return nil
-	}
-	if err := w.each("", func(i int) string { return "XA END " + w.branch(i) }); err != nil {
-		w.abort()
-		return fmt.Errorf("keyshard: XA END on %w; nothing was changed (rolled back on every node)", err)
-	}
-	if err := w.each("prepare", func(i int) string { return "XA PREPARE " + w.branch(i) }); err != nil {
-		w.abort()
-		return fmt.Errorf("keyshard: XA PREPARE on %w; nothing was changed (rolled back on every node)", err)
-	}
-	failpoint("decide", w.legs[0].BC.Node())
-	// Recovery may have recorded a rollback first (this instance taken for
-	// dead, see proxy/xa/liveness.go): Decide then fails and the rollback
-	// stands.
-	if err := w.e.XA.Decide(context.Background(), w.xid); err != nil {
-		// The decision may have been recorded all the same (a lost
-		// answer): a rollback decision settles it, unless the commit won.
+		// An error may come after the commit happened (a lost answer):
+		// the decision row says. A rollback decision settles it, unless
+		// the commit's stands.
 		committed, aerr := w.e.XA.Abort(context.Background(), w.xid)
 		switch {
 		case aerr != nil:
@@ -253,26 +340,32 @@ func (w *atomicWrite) commit() error {
 			for i := range w.legs {
 				w.legs[i].BC.MarkBroken()
 			}
-			return fmt.Errorf("keyshard: the commit decision of %s could not be recorded nor read (%w, %w): its outcome is unknown "+
-				"until recovery finishes it", w.xid, err, aerr)
+			return fmt.Errorf("keyshard: the COMMIT of %s on node %s failed (%w) and its outcome cannot be read (%w): it is unknown "+
+				"until recovery finishes it", w.xid, first.Node(), err, aerr)
 		case !committed:
+			first.MarkBroken() // rolled back with it
 			w.abort()
-			return fmt.Errorf("keyshard: the commit decision could not be recorded (%w); nothing was changed (rolled back on every node)", err)
+			return fmt.Errorf("keyshard: the COMMIT on node %s failed (%w); nothing was changed (rolled back on every node)", first.Node(), err)
 		}
-	}
-	// Committed: a branch that fails here stays prepared and recovery
-	// commits it by the decision; the client's write stands.
-	all := true
-	if err := w.each("commit", func(i int) string { return "XA COMMIT " + w.branch(i) }); err != nil {
-		// The branches that failed stay prepared; recovery commits them.
-		for i := range w.legs {
-			w.legs[i].BC.MarkBroken()
-		}
-		all = false
-	}
-	if all {
-		w.e.XA.Done(w.xid)
+		first.MarkBroken() // committed all the same; its state is unsure
 	}
 	w.outcome(true)
+	if w.xid != "" {
+		// Committed: the branches' XA COMMITs run behind the client's
+		// answer (a branch that fails stays prepared and recovery commits
+		// it by the decision); their connections are theirs now.
+		conns := make([]*backend.Conn, 0, len(w.legs)-1)
+		for i := 1; i < len(w.legs); i++ {
+			w.legs[i].observe(false)
+			conns = append(conns, w.legs[i].BC)
+			w.legs[i].gone = true
+		}
+		xa, xid := w.e.XA, w.xid
+		w.e.Conns.CommitLater(conns, func(bc *backend.Conn) string { return "XA COMMIT " + branchID(xid, bc.Node()) }, func(all bool) {
+			if all {
+				xa.Done(xid)
+			}
+		})
+	}
 	return nil
 }

@@ -270,6 +270,11 @@ func (e *Engine) fanOut(rt *router.Routing, kind router.Kind, read bool, send fu
 	}
 	if w != nil {
 		w.sent = true
+		if err := w.queueEnd(); err != nil {
+			w.abort()
+			e.releaseLegs(legs)
+			return e.Fail(err)
+		}
 	}
 	e.Trace.Running(legs[0].BC)
 	var err error
@@ -339,8 +344,11 @@ func legConns(legs []Leg) []*backend.Conn {
 // node inside a transaction share theirs, next to each other.
 func (e *Engine) releaseLegs(legs []Leg) {
 	for i := range legs {
+		if legs[i].gone {
+			continue // counted when it went (retryLeg, CommitLater)
+		}
 		legs[i].observe(legs[i].BC.Broken())
-		if i > 0 && legs[i].BC == legs[i-1].BC || legs[i].gone {
+		if i > 0 && legs[i].BC == legs[i-1].BC {
 			continue
 		}
 		e.Conns.Release(legs[i].BC)

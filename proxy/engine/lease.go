@@ -125,6 +125,8 @@ type Lease struct {
 	acOn       []*backend.Conn // connections acquired AutocommitOn, not released yet
 	xid        string          // the XA transaction of a transaction over several nodes ("" none)
 	branches   []*backend.Conn // its branches on the nodes besides the pinned connection's
+	wrote      []bool          // branches[i] ran a statement that may write (else only reads: no second phase)
+	later      []*later        // second phases still running after the client's answer (see CommitLater)
 	status     uint16          // the server status of the session's last answer (see Status)
 	// txNext are the session's one-shot SET TRANSACTION statements that
 	// its next transaction takes (see NextTx); txNextFresh: just recorded.
@@ -345,7 +347,13 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 	if p&Extra != 0 {
 		return l.synced(n.Master, false)
 	}
-	return l.onNode(n, true)
+	bc, err := l.onNode(n, true)
+	if err == nil && p&Read == 0 && len(l.branches) > 0 {
+		if i := slices.Index(l.branches, bc); i >= 0 {
+			l.wrote[i] = true // it takes part in the second phase
+		}
+	}
+	return bc, err
 }
 
 // Pipe: see Conns. The session must hold nothing on a connection of its
@@ -353,7 +361,7 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 // no statement time limit (its KILL would need the connection alone).
 func (l *Lease) Pipe(n *backend.Node, p Purpose, sql []byte) (*backend.Turn, error) {
 	if l.pinned != nil || l.txBegin != "" || l.sticky != "" || l.lockTables || l.cursors > 0 || !l.Vars.Autocommit ||
-		!l.Deadline.IsZero() || l.meta != nil || len(l.acOn) > 0 || len(l.branches) > 0 {
+		!l.Deadline.IsZero() || l.meta != nil || len(l.acOn) > 0 || len(l.branches) > 0 || len(l.later) > 0 {
 		return nil, nil
 	}
 	if n == nil {
@@ -514,12 +522,15 @@ func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
 			return nil, err
 		}
 	}
-	if _, err := bc.Exec("XA START " + branchID(l.xid, n.Name)); err != nil {
-		bc.MarkBroken()
+	// XA START goes out with the branch's first statement, in one write:
+	// its answer is read first, by whoever reads that statement's (a
+	// failure fails that read, and the transaction with it).
+	if err := bc.Ahead("XA START " + branchID(l.xid, n.Name)); err != nil {
 		l.putBack(bc)
 		return nil, err
 	}
 	l.branches = append(l.branches, bc)
+	l.wrote = append(l.wrote, false)
 	l.spanChanged()
 	return bc, nil
 }

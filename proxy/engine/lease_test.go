@@ -445,7 +445,6 @@ func TestLeaseAutocommitOffError(t *testing.T) {
 // fakeAtomic is an Atomic that records what the lease asks of it.
 type fakeAtomic struct{ log []string }
 
-func (a *fakeAtomic) NewXID() string { return "ks-x-1-1-n1" }
 func (a *fakeAtomic) TxXID(node string) string {
 	a.log = append(a.log, "xid "+node)
 	return "ks-x-1-2-" + node
@@ -455,7 +454,6 @@ func (a *fakeAtomic) Prepare(_ context.Context, node string) error {
 	a.log = append(a.log, "prepare "+node)
 	return nil
 }
-func (a *fakeAtomic) Decide(context.Context, string) error        { return nil }
 func (a *fakeAtomic) Abort(context.Context, string) (bool, error) { return false, nil }
 func (a *fakeAtomic) Done(xid string)                             { a.log = append(a.log, "done "+xid) }
 func (a *fakeAtomic) Outcome(committed bool, nodes int) {
@@ -493,10 +491,11 @@ func TestLeaseBranches(t *testing.T) {
 			if !handled || err != nil {
 				t.Fatalf("EndTx: %v %v", handled, err)
 			}
+			l.Await() // the XA COMMIT runs behind EndTx
 			xid := "'ks-x-1-2-n1','n2'"
-			want1 := []string{"BEGIN", "UPDATE t1", "DO 0", "INSERT decision ks-x-1-2-n1", "COMMIT"}
+			want1 := []string{"BEGIN", "UPDATE t1", "INSERT decision ks-x-1-2-n1", "COMMIT"}
 			want2 := []string{"XA START " + xid, "UPDATE t2", "XA END " + xid, "XA PREPARE " + xid, "XA COMMIT " + xid}
-			wantXA := []string{"prepare n1", "xid n1", "done ks-x-1-2-n1", "outcome true 2"}
+			wantXA := []string{"prepare n1", "xid n1", "outcome true 2", "done ks-x-1-2-n1"}
 			if !commit {
 				want1 = []string{"BEGIN", "UPDATE t1", "ROLLBACK"}
 				want2 = []string{"XA START " + xid, "UPDATE t2", "XA END " + xid, "XA ROLLBACK " + xid}

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -64,7 +66,7 @@ func (l *Lease) EndTx(commit bool) (handled bool, err error) {
 	} else {
 		l.rollbackBranches(first)
 	}
-	l.branches, l.xid = nil, ""
+	l.branches, l.wrote, l.xid = nil, nil, ""
 	l.spanChanged()
 	if first != nil {
 		l.Release(first)
@@ -101,9 +103,14 @@ func (l *Lease) CommitImplicit() error {
 }
 
 // commitBranches commits the branches and the first node's transaction
-// (first): the branches prepared, then the decision recorded and the
-// first node's transaction committed together, then the branches
-// committed (recovery commits one that fails here, by the decision).
+// (first). Branches that only read have no second phase: they end and
+// roll back (nothing of theirs to keep) while the others prepare, each
+// branch's XA END and XA PREPARE in one write, and while the first node
+// records the commit decision inside its own transaction; no branch
+// wrote, no decision: the first node commits alone (one phase). Then the
+// first node's COMMIT makes the decision durable, the client is answered,
+// and the prepared branches' XA COMMITs run behind the answer
+// (CommitLater; recovery commits one that fails, by the decision).
 func (l *Lease) commitBranches(first *backend.Conn) error {
 	xid := l.xid
 	if first == nil || first.Broken() {
@@ -112,7 +119,13 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 	}
 	// The first node's transaction may be gone already (a deadlock rolls
 	// it back; an ERR carries no status): DO 0 answers with the status.
-	if _, err := first.Exec("DO 0"); err != nil || first.Status&wire.StatusInTrans == 0 {
+	// After an OK, its status says.
+	if !first.Answered() {
+		if _, err := first.Exec("DO 0"); err != nil {
+			first.SetStatus(0)
+		}
+	}
+	if first.Status&wire.StatusInTrans == 0 {
 		l.rollbackBranches(first)
 		return Errorf(KindTxLost, "keyshard: COMMIT failed: the transaction was already rolled back on node %s (a deadlock or an error there); "+
 			"it was rolled back on every node", first.Node())
@@ -127,24 +140,68 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 		l.XA.Outcome(true, 1) // a commit, not a two-phase one
 		return nil
 	}
-	for _, q := range []string{"XA END ", "XA PREPARE "} {
-		step := ""
-		if q == "XA PREPARE " {
-			step = "prepare"
+	var writers, readers []*backend.Conn
+	for i, bc := range l.branches {
+		if l.wrote[i] {
+			writers = append(writers, bc)
+		} else {
+			readers = append(readers, bc)
 		}
-		if err := execAll(l.branches, step, func(i int) string { return q + branchID(xid, l.branches[i].Node()) }); err != nil {
-			l.rollbackBranches(first)
-			return Errorf(KindTxLost, "keyshard: COMMIT failed (%s on %v): the transaction was rolled back on every node", strings.TrimSpace(q), err)
+	}
+	var werr, derr, rerr error
+	var wg sync.WaitGroup
+	if len(readers) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rerr = pipeAll(readers, "", func(bc *backend.Conn) []string {
+				return []string{"XA END " + branchID(xid, bc.Node()), "XA ROLLBACK " + branchID(xid, bc.Node())}
+			})
+		}()
+	}
+	if len(writers) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			werr = pipeAll(writers, "prepare", func(bc *backend.Conn) []string {
+				return []string{"XA END " + branchID(xid, bc.Node()), "XA PREPARE " + branchID(xid, bc.Node())}
+			})
+		}()
+		// Inside the first node's transaction, at once with the prepares:
+		// it becomes the decision when that transaction commits, after
+		// every branch prepared. A rollback recorded first by recovery
+		// (this instance taken for dead, see proxy/xa/liveness.go) makes
+		// this INSERT fail with a duplicate; one recorded after must wait
+		// for this transaction and then loses.
+		_, derr = first.Exec(l.XA.DecisionSQL(xid))
+	}
+	wg.Wait()
+	// The readers are done (a failed one is closed, which rolls it back).
+	for _, bc := range readers {
+		if rerr != nil {
+			bc.MarkBroken() // which one failed is not told apart
 		}
+		l.putBack(bc)
+	}
+	l.branches, l.wrote = writers, nil
+	if len(writers) == 0 {
+		// Only the first node wrote: its COMMIT alone, one phase.
+		l.spanChanged()
+		if _, err := first.Exec("COMMIT"); err != nil {
+			return err
+		}
+		l.XA.Outcome(true, 1)
+		return nil
+	}
+	if werr != nil {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed (XA PREPARE on %v): the transaction was rolled back on every node", werr)
+	}
+	if derr != nil {
+		l.rollbackBranches(first)
+		return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), derr)
 	}
 	failpoint("decide", first.Node())
-	// A rollback recorded first by recovery (this instance taken for dead,
-	// see proxy/xa/liveness.go) makes this INSERT fail with a duplicate;
-	// one recorded after must wait for this transaction and then loses.
-	if _, err := first.Exec(l.XA.DecisionSQL(xid)); err != nil {
-		l.rollbackBranches(first)
-		return Errorf(KindTxLost, "keyshard: COMMIT failed on node %s (%v): the transaction was rolled back on every node", first.Node(), err)
-	}
 	if _, err := first.Exec("COMMIT"); err != nil {
 		// An error may come after the commit happened (a lost answer, a
 		// kill while waiting for replication): the decision row says. A
@@ -169,21 +226,73 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 		first.SetStatus(first.Status &^ txStatus)
 		first.MarkBroken()
 	}
-	all := true
-	if err := execAll(l.branches, "commit", func(i int) string { return "XA COMMIT " + branchID(xid, l.branches[i].Node()) }); err != nil {
-		// A branch that failed stays prepared; recovery commits it.
-		for _, bc := range l.branches {
-			bc.MarkBroken()
+	xa := l.XA
+	xa.Outcome(true, 1+len(writers)) // before Done, which CommitLater's goroutine calls
+	l.CommitLater(writers, func(bc *backend.Conn) string { return "XA COMMIT " + branchID(xid, bc.Node()) }, func(all bool) {
+		if all {
+			xa.Done(xid)
 		}
-		all = false
+	})
+	l.branches = nil
+	return nil
+}
+
+// pipeAll runs the statements qs(bc) on every connection of conns at
+// once, each connection's in one write (one round trip, whatever their
+// number), and returns the first error once every answer is read. A
+// statement after one that failed still runs (they are separate
+// commands): qs must be such that this is harmless (XA END then XA
+// PREPARE: the PREPARE fails too). step names the phase for the
+// failpoint ("": none).
+func pipeAll(conns []*backend.Conn, step string, qs func(bc *backend.Conn) []string) error {
+	run := func(bc *backend.Conn) error {
+		if step != "" {
+			failpoint(step, bc.Node())
+		}
+		q := qs(bc)
+		for _, s := range q {
+			if err := bc.Queue(s); err != nil {
+				return err
+			}
+		}
+		if err := bc.Flush(); err != nil {
+			return err
+		}
+		var first error
+		for range q {
+			if _, err := bc.Answer(); err != nil && first == nil {
+				first = err
+			}
+			if bc.Broken() {
+				break // nothing more to read
+			}
+		}
+		return first
 	}
-	for _, bc := range l.branches {
-		l.putBack(bc)
+	errs := make([]error, len(conns))
+	if len(conns) == 1 {
+		errs[0] = run(conns[0])
+	} else {
+		var wg sync.WaitGroup
+		for i := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = run(conns[i])
+			}()
+		}
+		wg.Wait()
 	}
-	if all {
-		l.XA.Done(xid)
+	for i, err := range errs {
+		var be *backend.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &be):
+			return err
+		default:
+			return fmt.Errorf("node %s: %w", conns[i].Node(), err)
+		}
 	}
-	l.XA.Outcome(true, 1+len(l.branches))
 	return nil
 }
 
@@ -222,7 +331,7 @@ func (l *Lease) endBranches() {
 		}
 		l.putBack(bc)
 	}
-	l.branches = nil
+	l.branches, l.wrote = nil, nil
 	l.spanChanged()
 }
 
@@ -231,6 +340,9 @@ func (l *Lease) endBranches() {
 // closed it while idle) is replaced once: nothing of the statement was
 // sent, and the pool pings its other idle connections before use now.
 func (l *Lease) synced(p *backend.Pool, acOn bool) (*backend.Conn, error) {
+	if len(l.later) > 0 {
+		l.await(p.Node()) // the session's own commits there first
+	}
 	f := backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB)
 	for try := 0; ; try++ {
 		bc, err := p.GetBy(l.Ctx, l.Deadline, f) // the statement's time limit covers its wait
@@ -366,6 +478,7 @@ func (l *Lease) Lost(bc *backend.Conn) (held string) {
 		// A branch of a transaction over several nodes: the transaction
 		// is lost (the session ends; End rolls the others back).
 		l.branches = slices.Delete(l.branches, i, i+1)
+		l.wrote = slices.Delete(l.wrote, i, i+1)
 		l.spanChanged()
 		l.putBack(bc)
 		return heldTx
@@ -413,6 +526,7 @@ func (l *Lease) TakeLost() string {
 // COM_RESET_CONNECTION / COM_CHANGE_USER): cleaned with one reset (roll
 // back, drop temporary tables, locks and variables), or closed.
 func (l *Lease) End() {
+	l.Await()
 	if len(l.branches) > 0 {
 		l.rollbackBranches(nil) // the first node's transaction goes with the reset below
 		l.xid = ""

@@ -24,8 +24,10 @@ import (
 )
 
 // The XA coordinator (engine.Atomic). A write over several nodes runs as
-// one XA transaction; its commit decision is a row in a table on a backend
-// (xa_log_node, database xa_log_db), written before any branch commits, so
+// a local transaction on its first node and an XA branch on each other;
+// its commit decision is a row in a table on that first node (database
+// xa_log_db), written inside its local transaction, which commits after
+// every branch is prepared and before any branch commits, so
 // that any keyshard instance sharing the backends can finish what another
 // began: recovery (at start and every xa_recover_interval) runs XA RECOVER
 // on every node and commits each of keyshard's prepared branches whose
@@ -119,10 +121,6 @@ func (x *Coordinator) Stats() Stats {
 	return Stats{Commits: x.commits.Load(), Rollbacks: x.rollbacks.Load(), AtomicCommits: x.atomicCommits.Load(),
 		AtomicRollbacks: x.atomicRollbacks.Load(), Recovered: x.recovered.Load(), InDoubt: x.inDoubt.Load()}
 }
-
-// NewXID is the id of a new XA transaction for a write statement, whose
-// decision is kept on xa_log_node (see TxXID).
-func (x *Coordinator) NewXID() string { return x.TxXID(x.env.Config().XALogNode) }
 
 // TxXID is "ks-<instance>-<unix ms>-<counter>-<node>": node keeps the
 // transaction's decision; the start time lets recovery tell a prepared
@@ -269,18 +267,6 @@ func (x *Coordinator) outcome(ctx context.Context, xid string) (byte, error) {
 		return 0, nil
 	}
 	return (*r.Rows[0][0])[0], nil
-}
-
-// Decide records the commit decision of xid before its branches commit.
-func (x *Coordinator) Decide(ctx context.Context, xid string) error {
-	got, err := x.decide(ctx, xid, 'C')
-	if err != nil {
-		return err
-	}
-	if got != 'C' {
-		return fmt.Errorf("transaction %s was rolled back by recovery", xid)
-	}
-	return nil
 }
 
 // Done forgets xid's decision, in the background.

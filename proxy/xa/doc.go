@@ -3,7 +3,8 @@
 //
 //   - Coordinator, the XA coordinator the engine commits with
 //     (engine.Atomic): transaction ids, the commit decisions kept in a
-//     table on a backend (xa_log_node, xa_log_db; coordinator.go), the
+//     table (xa_log_db) on each transaction's first node, written inside
+//     its local transaction (coordinator.go), the
 //     recovery loop (Run, recovery.go) that finishes prepared branches by
 //     their decision, the liveness lock each instance holds on every node
 //     so that recovery rolls back a dead instance's undecided branches at

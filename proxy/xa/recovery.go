@@ -21,6 +21,11 @@ import (
 // in doubt. This instance's own branches never shorten the interval (it is
 // alive: its coordinator decides them).
 
+// forgetEvery is how often finished decisions are deleted, in one
+// statement per node: a decision is read only for a branch still
+// prepared, so one kept a moment longer costs nothing.
+const forgetEvery = 200 * time.Millisecond
+
 // retrySoon is how soon recovery runs again after a pass that found
 // another instance's branch in doubt for the first time.
 const retrySoon = time.Second
@@ -39,15 +44,29 @@ func (x *Coordinator) Run() {
 	wait := x.nextPass(x.recoverAll(), interval, interval)
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	// Finished decisions are forgotten in batches, one DELETE per node
+	// every forgetEvery at most: a write over several nodes costs its
+	// first node one statement (and one commit) less.
+	forget := map[string][]string{} // node -> quoted xids
+	var flush <-chan time.Time
 	for {
 		select {
 		case <-x.ctx.Done():
 			return
 		case xid := <-x.done:
 			_, node, _ := parseXID(xid)
-			if _, err := x.logExec(x.ctx, node, "DELETE FROM $T WHERE gtrid = "+backend.Quote(xid)); err != nil {
-				x.log.Debug("forgetting an XA decision failed (recovery retries)", zap.String("xid", xid), zap.Error(err))
+			forget[node] = append(forget[node], backend.Quote(xid))
+			if flush == nil {
+				flush = time.After(forgetEvery)
 			}
+		case <-flush:
+			flush = nil
+			for node, ids := range forget {
+				if _, err := x.logExec(x.ctx, node, "DELETE FROM $T WHERE gtrid IN ("+strings.Join(ids, ", ")+")"); err != nil {
+					x.log.Debug("forgetting XA decisions failed (recovery retries)", zap.String("node", node), zap.Int("decisions", len(ids)), zap.Error(err))
+				}
+			}
+			clear(forget)
 		case <-t.C:
 			wait = x.nextPass(x.recoverAll(), wait, interval)
 			t.Reset(wait)

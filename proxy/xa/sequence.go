@@ -17,7 +17,7 @@ import (
 
 // Sequences: a sharded table's auto-increment column (auto_increment in
 // its rule) takes its ids from a row of <xa_log_db>.ks_sequence on
-// xa_log_node, the node that keeps the XA decisions, so that every keyshard
+// xa_log_node (by default the first schema's default node), so that every keyshard
 // instance sharing the backends draws from one counter. An instance takes
 // a block of sequence_cache ids at a time with one statement,
 //

@@ -246,8 +246,9 @@ func setupAccounts(t *testing.T, db *sql.DB) {
 // killedTransfer moves 10 from account 1 (node1) to account 5 (node2)
 // through p, which dies (KS_FAILPOINT=kill:decide:1) with every branch
 // prepared and no decision recorded: as one transaction (node1's part a
-// local transaction, node2's a prepared branch) or as one statement (a
-// prepared branch on each node). It returns when the process is gone,
+// local transaction, node2's a prepared branch) or as one statement
+// (likewise: the first node's part runs in a local transaction that
+// records the decision). It returns when the process is gone,
 // with the nodes holding the prepared branches and their row locks.
 func killedTransfer(t *testing.T, p *ksProc, statement bool) {
 	t.Helper()
@@ -265,11 +266,7 @@ func killedTransfer(t *testing.T, p *ksProc, statement bool) {
 	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("keyshard ended with %v; want killed by its failpoint", p.cmd.ProcessState)
 	}
-	want := 1
-	if statement {
-		want = 2
-	}
-	if got := len(ksBranches(t, basePort)) + len(ksBranches(t, basePort+1)); got != want {
+	if got, want := len(ksBranches(t, basePort))+len(ksBranches(t, basePort+1)), 1; got != want {
 		t.Fatalf("%d branches prepared after the kill, want %d", got, want)
 	}
 }
