@@ -108,7 +108,7 @@ func TestBackendAccounts(t *testing.T) {
 	_, err = alice.Exec("CREATE USER 'ba_x'@'%'")
 	wantMySQLErr(t, "CREATE USER as ba_alice", err, mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, "")
 	// ... nor keyshard's admin statements.
-	_, err = alice.Exec("admin reload config")
+	_, err = alice.Exec("admin reload")
 	if err == nil {
 		t.Fatal("admin reload as a backend account succeeded")
 	}
@@ -196,6 +196,23 @@ func TestBackendAccounts(t *testing.T) {
 	wantMySQLErr(t, "an unknown user", err, mysql.ER_ACCESS_DENIED_ERROR, "28000")
 	_, err = currentUser(t, p, "ba_bob:bobpw")
 	wantMySQLErr(t, "ba_bob, dropped", err, mysql.ER_ACCESS_DENIED_ERROR, "28000")
+
+	// A successful login reads nothing; after a reload the next login
+	// reads them again, however recent the last read.
+	r0 := reads()
+	if cu, err := currentUser(t, p, "ba_alice:alicepw"); err != nil || cu != "ba_alice@%" {
+		t.Fatalf("ba_alice again: %q %v", cu, err)
+	}
+	if r := reads(); r != r0 {
+		t.Fatalf("a successful login read the accounts (%v -> %v)", r0, r)
+	}
+	mustExec(t, p.open(t, "root:rootpw", "", ""), "admin reload")
+	if cu, err := currentUser(t, p, "ba_alice:alicepw"); err != nil || cu != "ba_alice@%" {
+		t.Fatalf("ba_alice after a reload: %q %v", cu, err)
+	}
+	if r := reads(); r != r0+1 {
+		t.Fatalf("after a reload the login read the accounts %v times, want 1", r-r0)
+	}
 }
 
 // Without SELECT on mysql.* keyshard's backend account cannot read the
