@@ -213,6 +213,19 @@ func TestBackendAccounts(t *testing.T) {
 	if r := reads(); r != r0+1 {
 		t.Fatalf("after a reload the login read the accounts %v times, want 1", r-r0)
 	}
+
+	// A new password on the server: the login that fails on the old hash
+	// reads the accounts again and succeeds, as the account with its new
+	// password (new pools); the old password is refused.
+	if _, err := root.Exec("ALTER USER 'ba_alice'@'%' IDENTIFIED BY 'alicepw2'"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(users.MinInterval)
+	if cu, err := currentUser(t, p, "ba_alice:alicepw2"); err != nil || cu != "ba_alice@%" {
+		t.Fatalf("ba_alice with its new password: %q %v", cu, err)
+	}
+	_, err = currentUser(t, p, "ba_alice:alicepw")
+	wantMySQLErr(t, "ba_alice with its old password", err, mysql.ER_ACCESS_DENIED_ERROR, "28000")
 }
 
 // Without SELECT on mysql.* keyshard's backend account cannot read the
