@@ -73,6 +73,7 @@ type Directory struct {
 	OnError func(error)
 
 	cur    atomic.Pointer[set]
+	stale  atomic.Bool // read again at the next Lookup (Invalidate)
 	reads  atomic.Int64
 	onRead func(*set) // told of each successful read
 
@@ -91,7 +92,7 @@ func (d *Directory) Reads() int64 { return d.reads.Load() }
 // the last read is MinInterval old.
 func (d *Directory) Lookup(ctx context.Context, user, host string, refresh bool) (Account, bool) {
 	s := d.cur.Load()
-	if s == nil || refresh {
+	if s == nil || refresh || d.stale.Load() {
 		s = d.refresh(ctx, s == nil)
 	}
 	if s == nil {
@@ -100,22 +101,18 @@ func (d *Directory) Lookup(ctx context.Context, user, host string, refresh bool)
 	return s.pick(user, host)
 }
 
-// Invalidate makes the next Lookup read the accounts again (a reload:
-// the node, or its account, may have changed).
-func (d *Directory) Invalidate() {
-	d.mu.Lock()
-	d.last = time.Time{}
-	d.cur.Store(nil)
-	d.mu.Unlock()
-}
+// Invalidate makes the next Lookup read the accounts again, however
+// recent the last read (a reload: the node, or its account, may have
+// changed). Until a read succeeds the last accounts read stay.
+func (d *Directory) Invalidate() { d.stale.Store(true) }
 
 // refresh reads the accounts unless they were read less than MinInterval
-// ago (or, with first, at all since a caller waited), and returns the
-// current ones.
+// ago (or, with first, at all since a caller waited) and no Invalidate
+// came since, and returns the current ones.
 func (d *Directory) refresh(ctx context.Context, first bool) *set {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if first && d.cur.Load() != nil || !d.last.IsZero() && time.Since(d.last) < MinInterval {
+	if !d.stale.Swap(false) && (first && d.cur.Load() != nil || !d.last.IsZero() && time.Since(d.last) < MinInterval) {
 		return d.cur.Load()
 	}
 	d.last = time.Now()
