@@ -221,7 +221,10 @@ func (c *Conn) handshake() error {
 	if plugin != mysql.AUTH_NATIVE_PASSWORD && plugin != mysql.AUTH_CACHING_SHA2_PASSWORD {
 		plugin = mysql.AUTH_NATIVE_PASSWORD
 	}
-	authResp := authResponse(plugin, scramble, o.Password)
+	if o.Password == "" && len(o.NativeKey) > 0 {
+		plugin = mysql.AUTH_NATIVE_PASSWORD // what a key can answer; a server that wants another switches
+	}
+	authResp := o.authResponse(plugin, scramble)
 
 	buf := make([]byte, 0, 128)
 	buf = binary.LittleEndian.AppendUint32(buf, c.caps)
@@ -249,8 +252,15 @@ func (c *Conn) handshake() error {
 	return c.authResult(plugin, scramble)
 }
 
-func authResponse(plugin string, scramble []byte, password string) []byte {
+// authResponse is the answer to scramble for plugin: from the password,
+// or from NativeKey (mysql_native_password only; nil for another plugin,
+// which the server then refuses).
+func (o *Options) authResponse(plugin string, scramble []byte) []byte {
+	password := o.Password
 	if password == "" {
+		if len(o.NativeKey) > 0 && plugin == mysql.AUTH_NATIVE_PASSWORD {
+			return NativeToken(o.NativeKey, scramble)
+		}
 		return nil
 	}
 	if plugin == mysql.AUTH_CACHING_SHA2_PASSWORD {
@@ -260,7 +270,8 @@ func authResponse(plugin string, scramble []byte, password string) []byte {
 }
 
 func (c *Conn) authResult(plugin string, scramble []byte) error {
-	password := c.pool.opts.Password
+	o := &c.pool.opts
+	password := o.Password
 	for range 8 {
 		p, err := c.pkt.ReadPacket()
 		if err != nil {
@@ -302,8 +313,14 @@ func (c *Conn) authResult(plugin string, scramble []byte) error {
 			var resp []byte
 			switch plugin {
 			case mysql.AUTH_NATIVE_PASSWORD, mysql.AUTH_CACHING_SHA2_PASSWORD:
-				resp = authResponse(plugin, scramble, password)
+				if password == "" && len(o.NativeKey) > 0 && plugin != mysql.AUTH_NATIVE_PASSWORD {
+					return c.errorf(KindAuth, nil, "backend asks %q to log in with %s: keyshard knows only its mysql_native_password hash", o.User, plugin)
+				}
+				resp = o.authResponse(plugin, scramble)
 			case mysql.AUTH_CLEAR_PASSWORD:
+				if password == "" && len(o.NativeKey) > 0 {
+					return c.errorf(KindAuth, nil, "backend asks %q to log in with %s: keyshard knows only its mysql_native_password hash", o.User, plugin)
+				}
 				resp = append([]byte(password), 0)
 			default:
 				return c.errorf(KindAuth, nil, "backend asks for unsupported auth plugin %q", plugin)

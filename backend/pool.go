@@ -14,11 +14,16 @@ import (
 // Options configure one pool. Zero values get the defaults in withDefaults.
 type Options struct {
 	User, Password string
-	DB             string // database selected at connect (may be empty)
-	CollationID    uint8  // handshake collation
-	Charset        string // charset/collation the handshake sets: the base State
-	Collation      string
-	BaseState      *State // shared base state object (optional): sessions in it need no sync
+	// NativeKey, for an account whose password keyshard does not know,
+	// is SHA1(password): enough for a mysql_native_password login (see
+	// NativeToken), not for any other plugin. Used when Password is "";
+	// empty but not nil: an account without a password.
+	NativeKey   []byte
+	DB          string // database selected at connect (may be empty)
+	CollationID uint8  // handshake collation
+	Charset     string // charset/collation the handshake sets: the base State
+	Collation   string
+	BaseState   *State // shared base state object (optional): sessions in it need no sync
 
 	MaxConns       int           // hard cap on open connections
 	MinIdle        int           // warm set kept open

@@ -1,20 +1,49 @@
 package backend
 
+import "crypto/sha1"
+
 // As returns a view of n that reaches n's servers as another backend user
 // (a user_list entry's backend_user): pools of its own, sized and set up
 // as n's, that share n's health state and statement counts (one state per
 // server, checked by n alone) and follow n's replica list and read choice.
 // The view's pool for a replica is made on the first read sent there.
 // Close the view before or with n.
-func (n *Node) As(user, password string) *Node {
+func (n *Node) As(user, password string) *Node { return n.as(user, password, nil) }
+
+func (n *Node) as(user, password string, key []byte) *Node {
 	v := &Node{Name: n.Name, opts: n.opts, base: n, checkers: map[*Pool]chan struct{}{}}
-	v.opts.Pool.User, v.opts.Pool.Password = user, password
+	v.opts.Pool.User, v.opts.Pool.Password, v.opts.Pool.NativeKey = user, password, key
+	if key != nil {
+		v.opts.Pool.MinIdle = 0
+	}
 	empty := map[*Pool]*Pool{}
 	v.views.Store(&empty)
 	none := []*Replica{}
 	v.replicas.Store(&none)
 	v.Master = v.own(n.Master)
 	return v
+}
+
+// AsNative is As for an account whose password keyshard does not know,
+// only key, SHA1(password), recovered from the client's
+// mysql_native_password answer (see NativeToken). Its pools keep no warm
+// set: there may be one view per account.
+func (n *Node) AsNative(user string, key []byte) *Node {
+	return n.as(user, "", key)
+}
+
+// NativeToken is mysql_native_password's answer to scramble from key,
+// SHA1(password): SHA1(scramble + SHA1(key)) XOR key.
+func NativeToken(key, scramble []byte) []byte {
+	h2 := sha1.Sum(key)
+	h := sha1.New()
+	h.Write(scramble)
+	h.Write(h2[:])
+	out := h.Sum(nil)
+	for i := range out {
+		out[i] ^= key[i]
+	}
+	return out
 }
 
 // Base is the node a view (As) stands for; n itself for a node.
@@ -51,7 +80,10 @@ func (n *Node) own(bp *Pool) *Pool {
 		next[b] = p
 	}
 	o := bp.opts
-	o.User, o.Password = n.opts.Pool.User, n.opts.Pool.Password
+	o.User, o.Password, o.NativeKey = n.opts.Pool.User, n.opts.Pool.Password, n.opts.Pool.NativeKey
+	if o.NativeKey != nil {
+		o.MinIdle = 0
+	}
 	p := newPool(n.Name, bp.addr, o, bp)
 	next[bp] = p
 	n.views.Store(&next)

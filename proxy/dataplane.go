@@ -94,9 +94,13 @@ func (d *dataPlane) Apply(cfg *config.Config, black *blacklist.List) (control.Ap
 	s.sql.configure(cfg)
 	s.digests.SetSize(cfg.DigestSize)
 	s.rcache.resize(cfg.ResultCacheMB)
+	for _, v := range s.accounts.Drop(gone) {
+		s.drain(v)
+	}
 	for _, n := range gone {
 		s.drain(n)
 	}
-	d.catalog.Kick() // new schemas know no columns yet
+	s.accounts.Invalidate() // read again, maybe from another node or as another account
+	d.catalog.Kick()        // new schemas know no columns yet
 	return control.Applied{Revision: snap.rev, Nodes: len(snap.nodes), Drained: len(gone)}, nil
 }

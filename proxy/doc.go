@@ -108,6 +108,10 @@
 //     proxy, proxy/config or proxy/admin.
 //   - proxy/blacklist: the SQL blacklist (checked by sessions, edited by
 //     the control plane); imports router only.
+//   - proxy/users: backend_accounts, clients logging in as the accounts
+//     of a backend server: read, matched by host, refreshed; the views
+//     each such client runs on as itself; imports only backend (and its
+//     wire and sock) of keyshard's packages.
 //   - proxy/merge: cross-shard merges (sort, group, aggregate); imports
 //     router and backend/wire, never proxy, proxy/engine or backend.
 //   - proxy/config: ks.yaml: types, strict decode, Validate; imports

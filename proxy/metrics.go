@@ -71,6 +71,8 @@ func newMetrics(s *Server) *Metrics {
 	reg.MustRegister(m.accepted, m.rejectedVec, queries, lat, m.stmtsOpen,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "keyshard_client_connections", Help: "Client connections open."},
 			func() float64 { return float64(s.fe.Conns()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_backend_accounts_reads_total", Help: "Reads of the backend's accounts (backend_accounts): the first login, a failed login (at most once a second), after a reload."},
+			func() float64 { return float64(s.accounts.Reads()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_deadlock_checks_total", Help: "Wait-for graphs read across nodes (a statement of a transaction over several nodes ran past 50 ms)."},
 			func() float64 { return float64(s.deadlocks.Stats().Checks) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keyshard_deadlocks_total", Help: "Deadlocks found whose cycle of lock waits spans several nodes."},

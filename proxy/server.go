@@ -22,6 +22,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/deadlock"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/frontend"
+	"github.com/keyshard/keyshard/proxy/users"
 	"github.com/keyshard/keyshard/proxy/xa"
 	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
@@ -58,6 +59,7 @@ type Server struct {
 	xa        *xa.Coordinator    // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
 	catalog   *catalog.Catalog   // the tables' columns, for the router
 	deadlocks *deadlock.Detector // finds cycles of lock waits across nodes
+	accounts  *users.Accounts    // backend_accounts: the backend's accounts, and the views their sessions run on
 
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -113,6 +115,8 @@ func newServer(cfg *config.Config, log *zap.Logger, o *control.ClusterOptions, b
 	s.digests = digest.New(cfg.DigestSize)
 	s.rcache = newResultCache()
 	s.rcache.resize(cfg.ResultCacheMB)
+	s.accounts = users.New(s.accountsNode)
+	s.accounts.OnError = func(err error) { s.log.Warn("cannot read the backend's accounts", zap.Error(err)) }
 	s.metrics = newMetrics(s)
 	if s.sql, err = newSQLLog(cfg); err != nil {
 		return nil, err
@@ -372,6 +376,7 @@ loop:
 	<-s.xa.Stopped()
 	s.ctl.Leave()
 	s.ctl.Exclusive(func() { // no reload swaps in new nodes after this
+		s.accounts.Close()
 		for _, n := range s.snap.Load().allNodes() {
 			n.Close()
 		}
@@ -383,6 +388,15 @@ loop:
 func isMyError(err error) bool {
 	var me *mysql.MyError
 	return errors.As(err, &me)
+}
+
+// accountsNode is the node backend_accounts reads (users.Source).
+func (s *Server) accountsNode() *backend.Node {
+	snap := s.snap.Load()
+	if snap == nil {
+		return nil
+	}
+	return snap.nodes[snap.cfg.AccountsNode()]
 }
 
 // mayLoginOffline reports whether user may log in while the proxy is

@@ -13,6 +13,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/deadlock"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/proxy/frontend"
+	"github.com/keyshard/keyshard/proxy/users"
 	"github.com/keyshard/keyshard/router"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 	"go.uber.org/zap"
@@ -63,6 +64,10 @@ type Session struct {
 
 	limit stmtLimit // statement time limits (timeout.go)
 
+	// seat, for a client logged in as an account of the backend
+	// (backend_accounts), is that account's views of the nodes.
+	seat *users.Seat
+
 	// dl is the session's transaction over several nodes as the deadlock
 	// detector follows it; dlHeld, scratch for its connections.
 	dl     deadlock.Tx
@@ -87,10 +92,19 @@ func (srv *Server) NewHandler(c *frontend.Conn) frontend.Handler {
 	return s
 }
 
-// User looks up an account of the session's configuration (frontend.Users).
-func (s *Session) User(name string) (frontend.User, bool) {
-	uc, ok := s.snap.cfg.UserPassword(name)
-	return frontend.User{Password: uc.Password, Plugin: uc.AuthPlugin}, ok
+// User looks up an account (frontend.Users): user_list's first, then,
+// with backend_accounts, the backend's (never for the names of keyshard's
+// admins: root and admin_users are user_list's only).
+func (s *Session) User(name, host string, refresh bool) (frontend.User, bool) {
+	cfg := s.snap.cfg
+	if uc, ok := cfg.UserPassword(name); ok {
+		return frontend.User{Password: uc.Password, Plugin: uc.AuthPlugin}, true
+	}
+	if cfg.BackendAccounts == nil || cfg.IsAdmin(name) {
+		return frontend.User{}, false
+	}
+	a, ok := s.srv.accounts.Lookup(s.srv.ctx, name, host, refresh)
+	return frontend.User{Hashed: true, NativeHash: a.Hash, Refuse: a.Refuse}, ok
 }
 
 // DefaultPlugin is default_auth_plugin (frontend.Users).
@@ -118,6 +132,11 @@ func (s *Session) Login(l frontend.Login) error {
 	}
 	if changing {
 		s.endSession()
+	}
+	s.seat.Release()
+	s.seat = nil
+	if l.Hashed {
+		s.seat = s.srv.accounts.Take(l.User, l.NativeKey)
 	}
 	caps := s.c.Caps()
 	s.cl.SetCaps(caps, s.c.Ext())
@@ -154,6 +173,8 @@ func (s *Session) Closed() {
 		defer s.srv.endStages(s)
 	}
 	s.endSession()
+	s.seat.Release()
+	s.seat = nil
 }
 
 // startSession binds the session to its user's schema and default node and
@@ -180,8 +201,18 @@ func (s *Session) startSession(db string) error {
 func (s *Session) rebind(snap *snapshot) {
 	s.snap, s.nodes = snap, snap.nodesFor(s.user)
 	s.deny = 0
-	uc, _ := snap.cfg.UserPassword(s.user)
-	if !uc.ServerAdmin && !snap.cfg.IsAdmin(s.user) {
+	// An account of the backend (backend_accounts) runs as itself on
+	// views of its own, with the template user's schema and limits; the
+	// server's grants decide what it may run.
+	name := s.user
+	if s.seat != nil {
+		s.nodes, name = s.seat.Nodes(snap.nodes), ""
+		if b := snap.cfg.BackendAccounts; b != nil {
+			name = b.TemplateUser
+		}
+	}
+	uc, _ := snap.cfg.UserPassword(name)
+	if !uc.ServerAdmin && !snap.cfg.IsAdmin(s.user) && s.seat == nil {
 		s.deny |= router.DenyAdmin
 	}
 	if uc.NoDDL {
@@ -193,13 +224,13 @@ func (s *Session) rebind(snap *snapshot) {
 	s.schema, s.node, s.route = nil, nil, nil
 	s.limit.cfgMaxExec = time.Duration(uc.MaxExecutionTime) * time.Millisecond
 	split := false
-	if sc, ok := snap.cfg.SchemaFor(s.user); ok {
+	if sc, ok := snap.cfg.SchemaFor(name); ok {
 		if s.limit.cfgMaxExec == 0 {
 			s.limit.cfgMaxExec = time.Duration(sc.MaxExecutionTime) * time.Millisecond
 		}
 		s.schema = sc
 		s.node = s.nodes[sc.Default]
-		s.route = snap.routes[s.user]
+		s.route = snap.routes[name]
 		split = boolOr(sc.RWSplit, true) && boolOr(uc.RWSplit, true)
 	}
 	l := &s.lease

@@ -102,6 +102,9 @@ type Config struct {
 	ResultCacheMB      int               `yaml:"result_cache_mb"`
 	ResultCacheEntryKB int               `yaml:"result_cache_entry_kb"` // omitted = 256
 	ResultCacheRules   []ResultCacheRule `yaml:"result_cache_rules"`
+	// BackendAccounts: clients may also log in as the backend's own
+	// accounts (accounts.go); nil: off.
+	BackendAccounts *BackendAccounts `yaml:"backend_accounts"`
 
 	src string // Source given to Parse, for Validate's messages
 	pos `yaml:"-"`

@@ -163,6 +163,7 @@ func (c *Config) Validate() error {
 	users := c.validateUsers(p)
 	nodes := c.validateNodes(p)
 	c.validateSchemas(p, users, nodes)
+	c.validateAccounts(p, users, nodes)
 	if c.XALogNode != "" && nodes[c.XALogNode] == nil {
 		p.add(c.lineOf("xa_log_node"), "xa_log_node", "unknown node %q", c.XALogNode)
 	}

@@ -223,12 +223,13 @@ func (c *Conn) handshake(h Handler, st *Settings) error {
 		// the pre-4.1 "use the old password" request to it).
 		clientPlugin = mysql.AUTH_NATIVE_PASSWORD
 	}
-	if err := c.authenticate(h, r.user, clientPlugin, r.auth, scramble); err != nil {
+	l := Login{User: r.user, DB: r.db, Collation: r.collation}
+	if err := c.authenticate(h, &l, clientPlugin, r.auth, scramble); err != nil {
 		return err
 	}
 	c.collation = r.collation
 	c.zstdLevel = r.zstdLevel
-	return h.Login(Login{User: r.user, DB: r.db, Collation: r.collation})
+	return h.Login(l)
 }
 
 func defaultPlugin(name string) string {
@@ -243,15 +244,23 @@ func (c *Conn) denied(user string, withPassword bool) error {
 	return newErr(AccessDenied, "Access denied for user '%s'@'%s' (using password: %s)", echoName(user), c.host, yesNo(withPassword))
 }
 
-// authenticate checks the client's credentials. clientPlugin and auth are
-// what the client sent for scramble; an auth switch happens when the user's
-// configured plugin differs or the client's is not supported.
-func (c *Conn) authenticate(users Users, user, clientPlugin string, auth, scramble []byte) error {
+// authenticate checks the client's credentials for l.User. clientPlugin
+// and auth are what the client sent for scramble; an auth switch happens
+// when the user's configured plugin differs or the client's is not
+// supported. For a Hashed account it sets l.Hashed and l.NativeKey.
+func (c *Conn) authenticate(users Users, l *Login, clientPlugin string, auth, scramble []byte) error {
+	user := l.User
 	denied := c.denied(user, len(auth) > 0)
-	uc, ok := users.User(user)
+	uc, ok := users.User(user, c.host, false)
+	if !ok {
+		uc, ok = users.User(user, c.host, true)
+	}
 	want := clientPlugin
 	if ok && uc.Plugin != "" {
 		want = uc.Plugin
+	}
+	if ok && uc.Hashed {
+		want = mysql.AUTH_NATIVE_PASSWORD
 	}
 	if want != mysql.AUTH_NATIVE_PASSWORD && want != mysql.AUTH_CACHING_SHA2_PASSWORD {
 		want = defaultPlugin(users.DefaultPlugin())
@@ -278,6 +287,25 @@ func (c *Conn) authenticate(users Users, user, clientPlugin string, auth, scramb
 	if !ok {
 		return denied
 	}
+	if uc.Hashed {
+		key, match := uc.checkHashed(auth, scramble)
+		if !match && uc.Refuse == "" {
+			// The account may have a new password on the server since
+			// it was read.
+			if again, ok := users.User(user, c.host, true); ok && again.Hashed {
+				uc = again
+				key, match = uc.checkHashed(auth, scramble)
+			}
+		}
+		if uc.Refuse != "" {
+			return newErr(AccessDenied, "Access denied for user '%s'@'%s': %s", echoName(user), c.host, uc.Refuse)
+		}
+		if !match {
+			return denied
+		}
+		l.Hashed, l.NativeKey = true, key
+		return nil
+	}
 	if want == mysql.AUTH_NATIVE_PASSWORD {
 		if uc.Password == "" {
 			if len(auth) != 0 {
@@ -291,6 +319,35 @@ func (c *Conn) authenticate(users Users, user, clientPlugin string, auth, scramb
 		return nil
 	}
 	return c.cachingSha2(user, uc.Password, auth, scramble, denied)
+}
+
+// checkHashed checks a mysql_native_password answer against a Hashed
+// account and returns SHA1(password) (empty for no password).
+func (u *User) checkHashed(auth, scramble []byte) ([]byte, bool) {
+	if len(u.NativeHash) == 0 {
+		return []byte{}, len(auth) == 0
+	}
+	return NativeKey(scramble, auth, u.NativeHash)
+}
+
+// NativeKey recovers SHA1(password) from a mysql_native_password answer
+// (token) to scramble, given the server's stored hash, SHA1(SHA1(password)):
+// token is SHA1(password) XOR SHA1(scramble + hash), so XOR gives it back,
+// and it is right when its SHA1 is hash. With it keyshard can answer any
+// other scramble as the account (backend.NativeToken), as MaxScale does.
+func NativeKey(scramble, token, hash []byte) ([]byte, bool) {
+	if len(token) != sha1.Size || len(hash) != sha1.Size {
+		return nil, false
+	}
+	h := sha1.New()
+	h.Write(scramble)
+	h.Write(hash)
+	key := h.Sum(nil)
+	for i := range key {
+		key[i] ^= token[i]
+	}
+	check := sha1.Sum(key)
+	return key, subtle.ConstantTimeCompare(check[:], hash) == 1
 }
 
 func yesNo(b bool) string {
@@ -396,8 +453,8 @@ func (c *Conn) ChangeUser(h Handler, p []byte) error {
 			plugin = string(name)
 		}
 	}
-	userS, dbS := string(user), string(db)
-	if err := c.authenticate(h, userS, plugin, auth, c.scramble); err != nil {
+	l := Login{User: string(user), DB: string(db)}
+	if err := c.authenticate(h, &l, plugin, auth, c.scramble); err != nil {
 		// As MariaDB: a refusal is answered after a pause, and the third
 		// on a connection ends it, so that one connection cannot try
 		// password after password.
@@ -411,7 +468,8 @@ func (c *Conn) ChangeUser(h Handler, p []byte) error {
 	}
 	prev := c.collation
 	c.collation = collation
-	if err := h.Login(Login{User: userS, DB: dbS, Collation: collation}); err != nil {
+	l.Collation = collation
+	if err := h.Login(l); err != nil {
 		var end *EndingError
 		if !errors.As(err, &end) {
 			c.collation = prev

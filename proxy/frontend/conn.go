@@ -35,8 +35,12 @@ type Handler interface {
 
 // Users are the accounts clients log in as.
 type Users interface {
-	// User returns the account name (ok false: no such account).
-	User(name string) (u User, ok bool)
+	// User returns the account name has from host, the client's address
+	// (ok false: no such account). refresh is true when a login has just
+	// failed with the answer given without it (no such account, or a
+	// password that does not match a Hashed one): accounts read from
+	// elsewhere may be read again.
+	User(name, host string, refresh bool) (u User, ok bool)
 	// DefaultPlugin is the authentication plugin offered first
 	// (default_auth_plugin).
 	DefaultPlugin() string
@@ -46,6 +50,15 @@ type Users interface {
 type User struct {
 	Password string
 	Plugin   string // "": whichever the client uses
+	// Hashed: keyshard knows only NativeHash, SHA1(SHA1(password)), the
+	// server's mysql_native_password hash (empty: no password), and not
+	// Password. The client is asked for mysql_native_password, and from
+	// its answer Login gets SHA1(password) (Login.NativeKey).
+	Hashed     bool
+	NativeHash []byte
+	// Refuse, if set, refuses every login as the account, saying why
+	// (locked, an authentication plugin keyshard cannot check).
+	Refuse string
 }
 
 // Greeting is what the initial handshake says of the server.
@@ -61,6 +74,11 @@ type Login struct {
 	User      string
 	DB        string
 	Collation uint8
+	// Hashed: the account was a Hashed one; NativeKey is then
+	// SHA1(password) as recovered from the client's answer (empty, not
+	// nil, for an account without a password).
+	Hashed    bool
+	NativeKey []byte
 }
 
 // Next is what the command loop does after a command.

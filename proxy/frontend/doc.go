@@ -4,8 +4,10 @@
 // it negotiated: capabilities, collation, TLS, compression; its idle
 // timeout; busy and killed as KILL and shutdown see them), the handshake
 // and the authentication plugins (mysql_native_password,
-// caching_sha2_password with its RSA key and cache), the greeting, and the
-// command loop.
+// caching_sha2_password with its RSA key and cache; for an account known
+// only by the server's mysql_native_password hash, a Hashed User such as
+// backend_accounts gives, the recovery of SHA1(password) from the
+// client's answer, NativeKey), the greeting, and the command loop.
 //
 // It holds no business logic: what a login, a command or a closed
 // connection means is the Handler's (proxy.Session), which the frontend

@@ -36,6 +36,7 @@ var only = map[string][]string{
 	"proxy/frontend":  {"backend/wire", "backend/sock"},
 	"proxy/config":    {"router", "router/shard"},
 	"proxy/blacklist": {"router", "router/shard"},
+	"proxy/users":     {"backend", "backend/wire", "backend/sock"},
 	"proxy/cluster":   {},
 	"proxy/digest":    {},
 }
