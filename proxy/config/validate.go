@@ -2,12 +2,13 @@ package config
 
 import (
 	"fmt"
-	"github.com/keyshard/keyshard/router/shard"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/keyshard/keyshard/router/shard"
 )
 
 // Defaults, documented in etc/ks.yaml.
