@@ -57,10 +57,6 @@ type Session struct {
 
 	ps stmtTable // prepared statements (stmt.go)
 
-	// warnings are keyshard's own of the last statement (an admin
-	// statement's), for SHOW WARNINGS; nil once another statement runs.
-	warnings []string
-
 	limit stmtLimit // statement time limits (timeout.go)
 
 	// dl is the session's transaction over several nodes as the deadlock
@@ -256,8 +252,8 @@ func (s *Session) Command(p []byte) frontend.Next {
 		text = unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)
 	}
 	s.tr.proc.publishStart(start, cmd, text)
-	if s.warnings != nil && !isShowWarnings(text) {
-		s.warnings = nil
+	if s.eng.Diag.On() && (cmd != mysql.COM_QUERY || !engine.IsDiagnostics(text)) {
+		s.eng.Diag.Clear()
 	}
 	err := s.dispatch(cmd, p)
 	s.limit.disarm()

@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// What a client could tell apart from one server (issue 37, item 3): each
+// test compares keyshard's answers with the server's own, on a direct
+// connection to a backend (refPort holds the plain reference tables).
+
+// differYAML: user ks on node1 and node2, database ks_differ; dw is
+// hash-sharded over one sub-table on each node (even ids on node1, odd
+// on node2).
+func differYAML(addr string) string {
+	return twoNodeYAML(addr, `      - db: ks_differ
+        table: dw
+        key: id
+        nodes: [node1, node2]
+        type: hash
+        locations: [1, 1]
+`)
+}
+
+// setupDiffer makes database ks_differ on both nodes and on the reference
+// backend, and returns keyshard and a go-mysql connection to it and one
+// to the reference backend, each with table dw (plain on the reference).
+func setupDiffer(t *testing.T, extra string) (*testProxy, *client.Conn, *client.Conn) {
+	t.Helper()
+	for _, port := range []int{basePort, basePort + 1, refPort} {
+		d := direct(t, port, "")
+		mustExec(t, d, "DROP DATABASE IF EXISTS ks_differ")
+		mustExec(t, d, "CREATE DATABASE ks_differ")
+	}
+	p := startProxy(t, differYAML("%ADDR%")+extra)
+	ks := dial(t, p.Addr, "ks_differ")
+	ref := dial(t, fmt.Sprintf("127.0.0.1:%d", refPort), "ks_differ")
+	for _, c := range []*client.Conn{ks, ref} {
+		gmExec(t, c, "CREATE TABLE dw (id INT PRIMARY KEY, v TINYINT NOT NULL DEFAULT 0)")
+	}
+	return p, ks, ref
+}
+
+// dial connects with go-mysql as ks to db.
+func dial(t *testing.T, addr, db string) *client.Conn {
+	t.Helper()
+	c, err := client.Connect(addr, "ks", "ks", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func gmExec(t *testing.T, c *client.Conn, q string) *mysql.Result {
+	t.Helper()
+	r, err := c.Execute(q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return r
+}
+
+// rowsOf is q's answer as strings ("NULL" for NULL), or its error.
+func rowsOf(c *client.Conn, q string) ([][]string, error) {
+	r, err := c.Execute(q)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	out := [][]string{}
+	if r.Resultset == nil {
+		return out, nil
+	}
+	for i := range r.RowNumber() {
+		row := make([]string, r.ColumnNumber())
+		for j := range row {
+			if null, _ := r.IsNull(i, j); null {
+				row[j] = "NULL"
+				continue
+			}
+			row[j], _ = r.GetString(i, j)
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// same runs each statement on keyshard and on the reference server and
+// wants the same answer: rows, or errno.
+func same(t *testing.T, ks, ref *client.Conn, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		got, gerr := rowsOf(ks, q)
+		want, werr := rowsOf(ref, q)
+		if myErrCode(gerr) != myErrCode(werr) || (gerr == nil) != (werr == nil) {
+			t.Fatalf("%s: keyshard %v, server %v", q, gerr, werr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n keyshard %q\n server   %q", q, got, want)
+		}
+	}
+}
+
+// sameOK runs a write on both and wants the same affected rows and
+// warning count.
+func sameOK(t *testing.T, ks, ref *client.Conn, q string) {
+	t.Helper()
+	g, w := gmExec(t, ks, q), gmExec(t, ref, q)
+	if g.AffectedRows != w.AffectedRows || g.Warnings != w.Warnings {
+		t.Fatalf("%s: keyshard affected %d warnings %d, server affected %d warnings %d", q, g.AffectedRows, g.Warnings, w.AffectedRows, w.Warnings)
+	}
+}
+
+// SHOW WARNINGS, SHOW ERRORS, their COUNT(*) forms and @@warning_count
+// after a statement over several sub-tables list the warnings of every
+// leg, as the server lists those of one table, and respect
+// max_error_count and LIMIT.
+func TestDifferWarningsOverLegs(t *testing.T) {
+	_, ks, ref := setupDiffer(t, "")
+	diag := []string{"SHOW WARNINGS", "SHOW COUNT(*) WARNINGS", "SELECT @@warning_count", "SHOW ERRORS",
+		"SHOW COUNT(*) ERRORS", "SELECT @@warning_count, @@session.error_count", "SHOW WARNINGS LIMIT 1, 1", "SHOW WARNINGS LIMIT 1",
+		"SHOW WARNINGS"}
+	sameOK(t, ks, ref, "INSERT INTO dw VALUES (2, 1), (1, 1)")
+	// Two duplicates and a value out of range (IGNORE makes it a
+	// warning): two on node1's sub-table, one on node2's.
+	sameOK(t, ks, ref, "INSERT IGNORE INTO dw VALUES (2, 2), (4, 300), (1, 2)")
+	same(t, ks, ref, diag...)
+	sameOK(t, ks, ref, "UPDATE IGNORE dw SET v = v / 0")
+	same(t, ks, ref, diag...)
+	// Another statement that reads a table clears them.
+	same(t, ks, ref, "SELECT v FROM dw WHERE id = 2", "SHOW WARNINGS", "SHOW COUNT(*) WARNINGS")
+
+	// Reads whose legs warn: a fan-out and a merge (every warning says the
+	// same, whatever the order of the rows).
+	for _, q := range []string{"SELECT v / 0 FROM dw", "SELECT id, v / 0 FROM dw ORDER BY id", "SELECT v / 0 FROM dw WHERE id IN (1, 2) LIMIT 5"} {
+		same(t, ks, ref, q)
+		same(t, ks, ref, diag...)
+	}
+
+	// max_error_count keeps that many; the count is all of them.
+	same(t, ks, ref, "SET SESSION max_error_count = 1")
+	sameOK(t, ks, ref, "INSERT IGNORE INTO dw VALUES (2, 2), (4, 2), (1, 2)")
+	same(t, ks, ref, diag...)
+	same(t, ks, ref, "SET SESSION max_error_count = DEFAULT")
+
+	// An error: SHOW ERRORS lists it (keyshard's message names the node
+	// and sub-table; the errno is the server's).
+	_, gerr := ks.Execute("INSERT INTO dw VALUES (6, 0), (1, 0)")
+	_, werr := ref.Execute("INSERT INTO dw VALUES (6, 0), (1, 0)")
+	if myErrCode(gerr) != 1062 || myErrCode(werr) != 1062 {
+		t.Fatalf("duplicate key: keyshard %v, server %v", gerr, werr)
+	}
+	for _, q := range []string{"SHOW COUNT(*) ERRORS", "SELECT @@error_count", "SHOW COUNT(*) WARNINGS"} {
+		same(t, ks, ref, q)
+	}
+	got, err := rowsOf(ks, "SHOW ERRORS")
+	if err != nil || len(got) != 1 || got[0][0] != "Error" || got[0][1] != "1062" || !strings.Contains(got[0][2], "Duplicate entry '1' for key 'PRIMARY'") {
+		t.Fatalf("SHOW ERRORS after a failed write over two sub-tables: %q, %v", got, err)
+	}
+	if w, _ := rowsOf(ks, "SHOW WARNINGS"); !reflect.DeepEqual(w, got) {
+		t.Fatalf("SHOW WARNINGS after the error: %q, want %q", w, got)
+	}
+}
