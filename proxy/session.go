@@ -58,6 +58,10 @@ type Session struct {
 	ps stmtTable // prepared statements (stmt.go)
 
 	limit stmtLimit // statement time limits (timeout.go)
+	// timeouts are the session's wait_timeout and interactive_timeout as
+	// SET (0: the server's), which SELECT @@wait_timeout answers (see
+	// router.SessionValues); the client's connection applies the first.
+	timeouts [2]uint64
 
 	// dl is the session's transaction over several nodes as the deadlock
 	// detector follows it; dlHeld, scratch for its connections.
@@ -161,6 +165,7 @@ func (s *Session) startSession(db string) error {
 	s.lease.SetStatus(newSessionStatus(s.srv.ctx, s.node, true))
 	s.last = engine.Last{}
 	s.c.SetIdleTimeout(0)
+	s.timeouts = [2]uint64{}
 	s.limit.maxExec = -1
 	if db != "" {
 		if err := s.useDB(db); err != nil {
@@ -489,5 +494,6 @@ func collationNames(id uint8) (cs, coll string) {
 // sessionValues are what LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS() and
 // CONNECTION_ID() answer for the session.
 func (s *Session) sessionValues() router.SessionValues {
-	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.c.ID()}
+	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.c.ID(),
+		WaitTimeout: s.timeouts[0], InteractiveTimeout: s.timeouts[1]}
 }

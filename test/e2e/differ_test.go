@@ -167,3 +167,21 @@ func TestDifferWarningsOverLegs(t *testing.T) {
 		t.Fatalf("SHOW WARNINGS after the error: %q, want %q", w, got)
 	}
 }
+
+// COM_RESET_CONNECTION resets the session's variables as the server does:
+// wait_timeout and interactive_timeout included (keyshard applies them to
+// the client's connection; they read back as the global values).
+func TestDifferResetConnection(t *testing.T) {
+	_, ks, ref := setupDiffer(t, "")
+	vars := "SELECT @@wait_timeout, @@session.wait_timeout, @@interactive_timeout, @@sql_mode, @@max_error_count"
+	for _, c := range []*client.Conn{ks, ref} {
+		gmExec(t, c, "SET SESSION wait_timeout = 100, interactive_timeout = 200, sql_mode = '', max_error_count = 5")
+	}
+	same(t, ks, ref, vars)
+	for _, c := range []*client.Conn{ks, ref} {
+		if p := command(t, c, mysql.COM_RESET_CONNECTION); p[0] != mysql.OK_HEADER {
+			t.Fatalf("COM_RESET_CONNECTION: %x", p)
+		}
+	}
+	same(t, ks, ref, vars)
+}
