@@ -185,3 +185,59 @@ func TestDifferResetConnection(t *testing.T) {
 	}
 	same(t, ks, ref, vars)
 }
+
+// A cursor whose statement the server fails while producing its rows:
+// the client gets the server's error, packet for packet as from MariaDB,
+// and its connection goes on.
+func TestDifferCursorError(t *testing.T) {
+	d := direct(t, basePort, "")
+	mustExec(t, d, "DROP DATABASE IF EXISTS ks_differ")
+	mustExec(t, d, "CREATE DATABASE ks_differ")
+	d = direct(t, basePort, "ks_differ")
+	mustExec(t, d, "CREATE TABLE cur_e (id INT PRIMARY KEY)")
+	mustExec(t, d, "INSERT INTO cur_e VALUES (1), (2), (3)")
+	p := startProxy(t, baseYAML("%ADDR%"))
+	run := func(t *testing.T, addr string, dep bool) []string {
+		r := stmtLogin(t, addr, "ks_differ", dep)
+		var trans []string
+		// Fails at its second row: a subquery with more than one row.
+		id, _, _ := r.mustPrepare("SELECT id, (SELECT id FROM cur_e WHERE id <= c.id) FROM cur_e c ORDER BY id")
+		res := r.execute(id, 1, true)
+		trans = append(trans, "execute:")
+		trans = append(trans, res.trans...)
+		if res.err == nil && res.metaEnd != nil && termStatus(res.metaEnd)&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
+			res = r.fetch(id, 10)
+			trans = append(trans, "fetch:")
+			trans = append(trans, res.trans...)
+		}
+		if errCode(res.err) != 1242 {
+			t.Errorf("the statement's error: %v, want ERR 1242", res.trans)
+		}
+		res = r.fetch(id, 10)
+		trans = append(trans, "fetch again:")
+		trans = append(trans, res.trans...)
+		r.ping("a cursor's error")
+		// The connection still runs statements.
+		id2, _, _ := r.mustPrepare("SELECT id FROM cur_e ORDER BY id")
+		res = r.execute(id2, 1, true)
+		trans = append(trans, "another cursor:")
+		trans = append(trans, res.trans...)
+		res = r.fetch(id2, 10)
+		trans = append(trans, res.trans...)
+		if len(res.rows) != 3 {
+			t.Errorf("another cursor after the error: %v", res.trans)
+		}
+		return trans
+	}
+	for _, dep := range []bool{true, false} {
+		t.Run(fmt.Sprintf("deprecate_eof=%v", dep), func(t *testing.T) {
+			var trans [2][]string
+			for i, addr := range []string{fmt.Sprintf("127.0.0.1:%d", basePort), p.Addr} {
+				t.Run([]string{"mariadb", "keyshard"}[i], func(t *testing.T) { trans[i] = run(t, addr, dep) })
+			}
+			if !reflect.DeepEqual(trans[0], trans[1]) {
+				t.Errorf("keyshard's answers differ from MariaDB's:\n%s", diffLines(trans[0], trans[1]))
+			}
+		})
+	}
+}
