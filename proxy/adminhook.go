@@ -27,6 +27,9 @@ type AdminResult struct {
 	// Warnings are counted in the OK packet and shown by the session's
 	// next SHOW WARNINGS (or SHOW COUNT(*) WARNINGS), as a server's.
 	Warnings []string
+	// Nullable, when set, are the rows instead of Rows: a nil value is
+	// NULL.
+	Nullable [][]*string
 }
 
 // SetAdmin installs the admin statement handler (nil removes it).
@@ -57,6 +60,9 @@ func (s *Session) adminStmt(sql string) (bool, error) {
 	if res.Columns == nil {
 		s.eng.Diag.Own(res.Warnings)
 		return true, s.cl.OK(res.Affected, 0, s.lease.Status(), uint16(min(len(res.Warnings), 65535)), res.Info)
+	}
+	if res.Nullable != nil {
+		return true, s.cl.NullableResultSet(res.Columns, res.Nullable, s.lease.Status())
 	}
 	return true, s.writeResultSet(res.Columns, res.Rows)
 }

@@ -241,3 +241,90 @@ func TestDifferCursorError(t *testing.T) {
 		})
 	}
 }
+
+// processRows is SHOW FULL PROCESSLIST on c: each row by column name
+// ("NULL" for NULL).
+func processRows(t *testing.T, c *client.Conn) []map[string]string {
+	t.Helper()
+	r, err := c.Execute("SHOW FULL PROCESSLIST")
+	if err != nil {
+		t.Fatalf("SHOW FULL PROCESSLIST: %v", err)
+	}
+	var out []map[string]string
+	for i := range r.RowNumber() {
+		m := map[string]string{}
+		for j, f := range r.Fields {
+			v := "NULL"
+			if null, _ := r.IsNull(i, j); !null {
+				v, _ = r.GetString(i, j)
+			}
+			m[string(f.Name)] = v
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// SHOW PROCESSLIST as the server shows it: the statement as sent in Info,
+// NULL for an idle session's Info and for no database; a listed id ends
+// its session by COM_PROCESS_KILL as by KILL.
+func TestDifferProcessList(t *testing.T) {
+	d := direct(t, basePort, "")
+	mustExec(t, d, "DROP DATABASE IF EXISTS ks_differ")
+	mustExec(t, d, "CREATE DATABASE ks_differ")
+	p := startProxy(t, baseYAML("%ADDR%"))
+	for i, addr := range []string{fmt.Sprintf("127.0.0.1:%d", basePort), p.Addr} {
+		name := []string{"mariadb", "keyshard"}[i]
+		t.Run(name, func(t *testing.T) {
+			idle := dial(t, addr, "") // no database
+			lister := dial(t, addr, "ks_differ")
+			runner := dial(t, addr, "ks_differ")
+			const stmt = "/* differ */ SELECT   SLEEP(60),\n 'a b'  AS x"
+			done := make(chan error, 1)
+			go func() {
+				_, err := runner.Execute(stmt)
+				done <- err
+			}()
+			var idleRow, self, running map[string]string
+			for range 2000 {
+				idleRow, self, running = nil, nil, nil
+				for _, r := range processRows(t, lister) {
+					switch r["Id"] {
+					case fmt.Sprint(idle.GetConnectionID()):
+						idleRow = r
+					case fmt.Sprint(lister.GetConnectionID()):
+						self = r
+					case fmt.Sprint(runner.GetConnectionID()):
+						running = r
+					}
+				}
+				if running != nil && running["Command"] == "Query" {
+					break
+				}
+			}
+			if idleRow == nil || idleRow["Command"] != "Sleep" || idleRow["Info"] != "NULL" || idleRow["db"] != "NULL" {
+				t.Errorf("an idle session without a database: %q, want Sleep, Info NULL, db NULL", idleRow)
+			}
+			if self == nil || self["Info"] != "SHOW FULL PROCESSLIST" || self["db"] != "ks_differ" {
+				t.Errorf("the listing session: %q", self)
+			}
+			if running == nil || running["Info"] != stmt || running["Command"] != "Query" {
+				t.Errorf("the running statement: %q, want Info %q", running, stmt)
+			}
+			// COM_PROCESS_KILL of the listed id (the old command).
+			id := runner.GetConnectionID()
+			if p := command(t, lister, mysql.COM_PROCESS_KILL, byte(id), byte(id>>8), byte(id>>16), byte(id>>24)); p[0] != mysql.OK_HEADER {
+				t.Fatalf("COM_PROCESS_KILL %d: %x", id, p)
+			}
+			if err := <-done; err == nil {
+				t.Errorf("the killed session's statement ended without an error")
+			}
+			if _, err := runner.Execute("SELECT 1"); err == nil {
+				t.Errorf("the killed session goes on")
+			}
+			if _, err := lister.Execute("DO 0"); err != nil {
+				t.Errorf("the killer: %v", err)
+			}
+		})
+	}
+}
