@@ -109,6 +109,12 @@ func (s *Session) Greeting() frontend.Greeting {
 // ended, a failure ends the connection.
 func (s *Session) Login(l frontend.Login) error {
 	changing := s.userConns != nil
+	if cs := wideCharset(l.Collation); cs != "" && changing {
+		// The server refuses it as the client's character set (a
+		// login's handshake falls back to the default instead).
+		return &mysql.MyError{Code: mysql.ER_WRONG_VALUE_FOR_VAR, State: "42000",
+			Message: "Variable 'character_set_client' can't be set to the value of '" + cs + "'"}
+	}
 	if err := s.setUser(l.User); err != nil {
 		return err
 	}
@@ -476,6 +482,23 @@ func parseUse(stmt string) string {
 		return ""
 	}
 	return rest
+}
+
+// wideCharset is the character set of collation id when it is one the
+// server refuses for a client (characters of more than one byte at
+// least: ucs2, utf16, utf16le, utf32), else "".
+func wideCharset(id uint8) string {
+	switch {
+	case id == 35 || id == 90 || id >= 128 && id <= 151 || id == 159:
+		return "ucs2"
+	case id == 54 || id == 55 || id >= 101 && id <= 124:
+		return "utf16"
+	case id == 56 || id == 62:
+		return "utf16le"
+	case id == 60 || id == 61 || id >= 160 && id <= 183:
+		return "utf32"
+	}
+	return ""
 }
 
 // collationNames maps a handshake collation id to a charset and collation.

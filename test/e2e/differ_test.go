@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"strings"
@@ -326,5 +327,46 @@ func TestDifferProcessList(t *testing.T) {
 				t.Errorf("the killer: %v", err)
 			}
 		})
+	}
+}
+
+// COM_CHANGE_USER to a character set the server refuses for a client
+// (ucs2, utf16, utf16le, utf32) is refused as the server refuses it, and
+// the session goes on as it was.
+func TestDifferChangeUserCharset(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%"))
+	change := func(c *userConn, coll uint16) []byte {
+		b := append([]byte{mysql.COM_CHANGE_USER}, "ks\x00"...)
+		auth := mysql.CalcNativePassword(c.scramble, []byte("ks"))
+		b = append(append(append(b, byte(len(auth))), auth...), "ks_test\x00"...)
+		b = append(b, byte(coll), byte(coll>>8))
+		b = append(b, mysql.AUTH_NATIVE_PASSWORD+"\x00"...)
+		ans := c.send(t, 0, b)
+		if ans[0] == mysql.EOF_HEADER { // MariaDB's auth switch
+			_, rest, _ := strings.Cut(string(ans[1:]), "\x00")
+			c.scramble = []byte(rest[:20])
+			ans = c.send(t, c.pkt.Seq, mysql.CalcNativePassword(c.scramble, []byte("ks")))
+		}
+		return ans
+	}
+	var got [2][]string
+	for i, addr := range []string{fmt.Sprintf("127.0.0.1:%d", basePort), p.Addr} {
+		for _, colls := range [][]uint16{{35, 54, 60}, {56, 128, 45}, {101, 160, 33}} {
+			c := userLogin(t, addr)
+			for _, coll := range colls {
+				ans := change(c, coll)
+				if ans[0] == mysql.ERR_HEADER {
+					got[i] = append(got[i], fmt.Sprintf("%d: ERR %d %s", coll, binary.LittleEndian.Uint16(ans[1:]), ans[9:]))
+				} else {
+					got[i] = append(got[i], fmt.Sprintf("%d: %x", coll, ans[0]))
+				}
+				if ans := c.send(t, 0, []byte{mysql.COM_PING}); ans[0] != mysql.OK_HEADER {
+					t.Fatalf("%s: COM_PING after COM_CHANGE_USER with collation %d: %q", addr, coll, ans)
+				}
+			}
+		}
+	}
+	if !reflect.DeepEqual(got[0], got[1]) {
+		t.Fatalf("COM_CHANGE_USER with wide character sets:\n mariadb  %q\n keyshard %q", got[0], got[1])
 	}
 }
