@@ -25,6 +25,12 @@ func differYAML(addr string) string {
         nodes: [node1, node2]
         type: hash
         locations: [1, 1]
+      - db: ks_differ
+        table: dq
+        key: id
+        nodes: [node1, node2]
+        type: hash
+        locations: [2, 2]
 `)
 }
 
@@ -166,6 +172,26 @@ func TestDifferWarningsOverLegs(t *testing.T) {
 	}
 	if w, _ := rowsOf(ks, "SHOW WARNINGS"); !reflect.DeepEqual(w, got) {
 		t.Fatalf("SHOW WARNINGS after the error: %q, want %q", w, got)
+	}
+
+	// Two sub-tables on each node run as one batch there: the server
+	// keeps the warnings of the batch's last statement only; those of
+	// the first are counted, and said lost by a note of keyshard's.
+	for _, c := range []*client.Conn{ks, ref} {
+		gmExec(t, c, "CREATE TABLE dq (id INT PRIMARY KEY)")
+		gmExec(t, c, "INSERT INTO dq VALUES (0), (1), (2), (3)")
+	}
+	sameOK(t, ks, ref, "INSERT IGNORE INTO dq VALUES (0), (1), (2), (3), (4)")
+	same(t, ks, ref, "SHOW COUNT(*) WARNINGS", "SELECT @@warning_count")
+	w, err := rowsOf(ks, "SHOW WARNINGS")
+	notes := 0
+	for _, r := range w {
+		if r[1] == "1105" && strings.Contains(r[2], "warnings of earlier statements of its batch") {
+			notes++
+		}
+	}
+	if err != nil || len(w) != 4 || notes != 2 {
+		t.Fatalf("SHOW WARNINGS after a batch on each node: %q, %v; want 2 of the server's and 2 notes", w, err)
 	}
 }
 
