@@ -144,8 +144,8 @@ func IsDiagnostics(sql string) bool {
 // parseDiag parses a statement that reads the diagnostics area.
 func parseDiag(sql string) (diagStmt, bool) {
 	d := diagStmt{limit: -1}
-	if len(sql) > 256 {
-		return d, false
+	if len(sql) > 256 || !hasFold(sql, "warning") && !hasFold(sql, "error") {
+		return d, false // most statements: no allocation
 	}
 	sql = strings.TrimSuffix(strings.TrimSpace(sql), ";")
 	f := strings.Fields(strings.ToLower(sql))
@@ -248,4 +248,15 @@ func (e *Engine) Diagnostics(sql string) (answered bool, err error) {
 		rows = rows[:min(st.limit, len(rows))]
 	}
 	return true, e.Client.ResultSet([]string{"Level", "Code", "Message"}, rows, status)
+}
+
+// hasFold reports whether s contains the lower-case ASCII word sub, in
+// any case.
+func hasFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i]|0x20 == sub[0] && strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
