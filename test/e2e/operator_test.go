@@ -277,7 +277,7 @@ func TestProcessList(t *testing.T) {
 		}
 		cols = cs
 		for _, r := range rows {
-			if r[0] == id && strings.HasPrefix(r[6], "backend") {
+			if r[0] == id && r[6] == "backend node1" { // the stage and its node are published one after the other
 				row = r
 				return true
 			}
