@@ -1,12 +1,5 @@
 package proxy
 
-import (
-	"strconv"
-	"strings"
-
-	"github.com/go-mysql-org/go-mysql/mysql"
-)
-
 // AdminFunc runs keyshard's own statements: kingshard's `admin ...` forms
 // and the SHOW forms that describe the proxy (package proxy/admin builds
 // one and cmd/keyshard installs it with SetAdmin). It is called for every
@@ -34,6 +27,9 @@ type AdminResult struct {
 	// Warnings are counted in the OK packet and shown by the session's
 	// next SHOW WARNINGS (or SHOW COUNT(*) WARNINGS), as a server's.
 	Warnings []string
+	// Nullable, when set, are the rows instead of Rows: a nil value is
+	// NULL.
+	Nullable [][]*string
 }
 
 // SetAdmin installs the admin statement handler (nil removes it).
@@ -62,8 +58,11 @@ func (s *Session) adminStmt(sql string) (bool, error) {
 		res = &AdminResult{}
 	}
 	if res.Columns == nil {
-		s.warnings = res.Warnings
+		s.eng.Diag.Own(res.Warnings)
 		return true, s.cl.OK(res.Affected, 0, s.lease.Status(), uint16(min(len(res.Warnings), 65535)), res.Info)
+	}
+	if res.Nullable != nil {
+		return true, s.cl.NullableResultSet(res.Columns, res.Nullable, s.lease.Status())
 	}
 	return true, s.writeResultSet(res.Columns, res.Rows)
 }
@@ -83,36 +82,6 @@ func isAdminCandidate(sql string) bool {
 		return ok
 	}
 	return false
-}
-
-// isShowWarnings reports whether sql is SHOW WARNINGS or SHOW COUNT(*)
-// WARNINGS, which keep the last statement's warnings.
-func isShowWarnings(sql string) bool {
-	w := showWarningsForm(sql)
-	return w == "showwarnings" || w == "showcount(*)warnings"
-}
-
-// showWarningsForm is sql lower-cased without spaces and a final ';'
-// (only for short statements: "" otherwise).
-func showWarningsForm(sql string) string {
-	if len(sql) > 64 {
-		return ""
-	}
-	sql = strings.TrimSuffix(strings.TrimSpace(sql), ";")
-	return strings.ToLower(strings.Join(strings.Fields(sql), ""))
-}
-
-// showWarnings answers SHOW [COUNT(*)] WARNINGS with keyshard's warnings
-// of the last statement.
-func (s *Session) showWarnings(sql string) error {
-	if showWarningsForm(sql) == "showcount(*)warnings" {
-		return s.writeResultSet([]string{"@@session.warning_count"}, [][]string{{strconv.Itoa(len(s.warnings))}})
-	}
-	rows := make([][]string, len(s.warnings))
-	for i, w := range s.warnings {
-		rows[i] = []string{"Warning", strconv.Itoa(mysql.ER_UNKNOWN_ERROR), w}
-	}
-	return s.writeResultSet([]string{"Level", "Code", "Message"}, rows)
 }
 
 // hinted reports whether lead, the comments before a statement, holds a

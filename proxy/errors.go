@@ -187,6 +187,7 @@ var frontendCodes = map[frontend.Kind]uint16{
 	frontend.PacketTooLarge:     mysql.ER_NET_PACKET_TOO_LARGE,
 	frontend.Shutdown:           mysql.ER_SERVER_SHUTDOWN,
 	frontend.NotSupported:       mysql.ER_NOT_SUPPORTED_YET,
+	frontend.UnknownCommand:     mysql.ER_UNKNOWN_COM_ERROR,
 }
 
 // refusal reports whether err is an answer to the client, keyshard's own

@@ -47,7 +47,14 @@ type queryClass struct {
 }
 
 var queryClasses = [...]queryClass{
-	{"SHOW WARNINGS of an admin statement", func(s *Session) bool { return s.warnings != nil || s.schema == nil && isShowWarnings(s.q.sql) }, qWarnings},
+	{"SHOW WARNINGS of keyshard's diagnostics", func(s *Session) bool {
+		if s.schema == nil && !s.eng.Diag.On() && engine.IsDiagnostics(s.q.sql) {
+			// A user without a schema (an admin only) has no backend to
+			// ask: keyshard's own diagnostics, empty, answer.
+			s.eng.Diag.Own(nil)
+		}
+		return s.eng.Diag.On()
+	}, qWarnings},
 	{"admin statement", isAdmin, qAdmin},
 	{"checks: time limit, digest, blacklist, privileges", always, qChecks},
 	{"result cache", func(s *Session) bool { return s.srv.rcache.on.Load() }, qCache},
@@ -123,7 +130,10 @@ func isShardedSingle(s *Session) bool {
 	return s.route != nil && s.route.Sharded() && s.q.single()
 }
 
-func qWarnings(s *Session) (bool, error) { return true, s.showWarnings(s.q.sql) }
+// qWarnings answers SHOW WARNINGS, SHOW ERRORS and @@warning_count from
+// the diagnostics keyshard keeps of the last statement (one over several
+// legs, or an admin statement).
+func qWarnings(s *Session) (bool, error) { return s.eng.Diagnostics(s.q.sql) }
 
 func isAdmin(s *Session) bool {
 	q := &s.q

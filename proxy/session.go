@@ -58,11 +58,11 @@ type Session struct {
 
 	ps stmtTable // prepared statements (stmt.go)
 
-	// warnings are keyshard's own of the last statement (an admin
-	// statement's), for SHOW WARNINGS; nil once another statement runs.
-	warnings []string
-
 	limit stmtLimit // statement time limits (timeout.go)
+	// timeouts are the session's wait_timeout and interactive_timeout as
+	// SET (0: the server's), which SELECT @@wait_timeout answers (see
+	// router.SessionValues); the client's connection applies the first.
+	timeouts [2]uint64
 
 	// seat, for a client logged in as an account of the backend
 	// (backend_accounts), is that account's views of the nodes.
@@ -123,6 +123,12 @@ func (s *Session) Greeting() frontend.Greeting {
 // ended, a failure ends the connection.
 func (s *Session) Login(l frontend.Login) error {
 	changing := s.userConns != nil
+	if cs := wideCharset(l.Collation); cs != "" && changing {
+		// The server refuses it as the client's character set (a
+		// login's handshake falls back to the default instead).
+		return &mysql.MyError{Code: mysql.ER_WRONG_VALUE_FOR_VAR, State: "42000",
+			Message: "Variable 'character_set_client' can't be set to the value of '" + cs + "'"}
+	}
 	if err := s.setUser(l.User); err != nil {
 		return err
 	}
@@ -186,6 +192,7 @@ func (s *Session) startSession(db string) error {
 	s.lease.SetStatus(newSessionStatus(s.srv.ctx, s.node, true))
 	s.last = engine.Last{}
 	s.c.SetIdleTimeout(0)
+	s.timeouts = [2]uint64{}
 	s.limit.maxExec = -1
 	if db != "" {
 		if err := s.useDB(db); err != nil {
@@ -287,8 +294,8 @@ func (s *Session) Command(p []byte) frontend.Next {
 		text = unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)
 	}
 	s.tr.proc.publishStart(start, cmd, text)
-	if s.warnings != nil && !isShowWarnings(text) {
-		s.warnings = nil
+	if s.eng.Diag.On() && (cmd != mysql.COM_QUERY || !engine.IsDiagnostics(text)) {
+		s.eng.Diag.Clear()
 	}
 	err := s.dispatch(cmd, p)
 	s.limit.disarm()
@@ -508,6 +515,23 @@ func parseUse(stmt string) string {
 	return rest
 }
 
+// wideCharset is the character set of collation id when it is one the
+// server refuses for a client (characters of more than one byte at
+// least: ucs2, utf16, utf16le, utf32), else "".
+func wideCharset(id uint8) string {
+	switch {
+	case id == 35 || id == 90 || id >= 128 && id <= 151 || id == 159:
+		return "ucs2"
+	case id == 54 || id == 55 || id >= 101 && id <= 124:
+		return "utf16"
+	case id == 56 || id == 62:
+		return "utf16le"
+	case id == 60 || id == 61 || id >= 160 && id <= 183:
+		return "utf32"
+	}
+	return ""
+}
+
 // collationNames maps a handshake collation id to a charset and collation.
 func collationNames(id uint8) (cs, coll string) {
 	c, err := charset.GetCollationByID(int(id))
@@ -524,5 +548,6 @@ func collationNames(id uint8) (cs, coll string) {
 // sessionValues are what LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS() and
 // CONNECTION_ID() answer for the session.
 func (s *Session) sessionValues() router.SessionValues {
-	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.c.ID()}
+	return router.SessionValues{LastInsertID: s.last.InsertID, RowCount: s.last.RowCount, FoundRows: s.last.FoundRows, ConnectionID: s.c.ID(),
+		WaitTimeout: s.timeouts[0], InteractiveTimeout: s.timeouts[1]}
 }

@@ -142,9 +142,12 @@ func (s *Session) learnSet(bc *backend.Conn, names *router.SetItem, sysvars []ro
 			continue
 		}
 		idle = true
+		secs, _ := strconv.ParseUint(strings.Trim(v.Value, "'"), 10, 64)
 		if v.Name == "wait_timeout" {
-			secs, _ := strconv.ParseInt(strings.Trim(v.Value, "'"), 10, 64)
 			s.c.SetIdleTimeout(time.Duration(secs) * time.Second)
+			s.timeouts[0] = secs
+		} else {
+			s.timeouts[1] = secs
 		}
 	}
 	if len(kept) > 0 {

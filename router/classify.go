@@ -47,7 +47,7 @@ type Flags uint16
 // Statement flags.
 const (
 	FlagUserVar       Flags = 1 << iota // uses @user variables: pins the backend connection
-	FlagSessionFunc                     // LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS(), CONNECTION_ID(), @@identity, @@last_insert_id
+	FlagSessionFunc                     // LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS(), CONNECTION_ID(), @@identity, @@last_insert_id, @@wait_timeout, @@interactive_timeout
 	FlagGetLock                         // GET_LOCK(): the lock lives on the backend connection
 	FlagCalcFoundRows                   // SQL_CALC_FOUND_ROWS
 	FlagTemporary                       // CREATE/DROP TEMPORARY TABLE
@@ -135,7 +135,7 @@ func Classify(sql string) Info {
 					}
 				}
 				name := sql[j:k]
-				if eqFold(name, "identity") || eqFold(name, "last_insert_id") {
+				if eqFold(name, "identity") || eqFold(name, "last_insert_id") || eqFold(name, "wait_timeout") || eqFold(name, "interactive_timeout") {
 					info.Flags |= FlagSessionFunc
 				}
 				i = k

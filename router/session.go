@@ -247,10 +247,15 @@ type SessionValues struct {
 	RowCount     int64
 	FoundRows    uint64
 	ConnectionID uint32
+	// WaitTimeout and InteractiveTimeout are the session's values as SET
+	// (0: not set, the server's stand): keyshard applies them to the
+	// client's connection, not to the pooled backend ones.
+	WaitTimeout, InteractiveTimeout uint64
 }
 
 // RewriteSessionFuncs replaces LAST_INSERT_ID(), @@identity,
-// @@last_insert_id, ROW_COUNT(), FOUND_ROWS() and CONNECTION_ID() with the
+// @@last_insert_id, ROW_COUNT(), FOUND_ROWS(), CONNECTION_ID() and the
+// session's @@wait_timeout and @@interactive_timeout (when SET) with the
 // session's own values, so a query answers for the client whatever pooled
 // connection runs it. Select fields keep their original column names.
 // changed is false when nothing needed replacing.
@@ -347,6 +352,14 @@ func (r *sessionFuncRewriter) Leave(n ast.Node) (ast.Node, bool) {
 		if x.IsSystem && !x.IsGlobal && (x.Name == "identity" || x.Name == "last_insert_id") {
 			r.n++
 			return r.expr(identityExpr, r.v.LastInsertID), true
+		}
+		if x.IsSystem && !x.IsGlobal && x.Name == "wait_timeout" && r.v.WaitTimeout > 0 {
+			r.n++
+			return r.expr(identityExpr, r.v.WaitTimeout), true
+		}
+		if x.IsSystem && !x.IsGlobal && x.Name == "interactive_timeout" && r.v.InteractiveTimeout > 0 {
+			r.n++
+			return r.expr(identityExpr, r.v.InteractiveTimeout), true
 		}
 	}
 	return n, true

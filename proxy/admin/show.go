@@ -260,12 +260,24 @@ var processCols = []string{"Id", "User", "Host", "db", "Command", "Time", "State
 // (user's only, if set); full shows the statements' whole text.
 func processList(srv *proxy.Server, user string, full bool) *proxy.AdminResult {
 	procs := srv.Processes(user, full)
-	rows := make([][]string, 0, len(procs))
+	rows := make([][]*string, 0, len(procs))
 	for _, p := range procs {
-		rows = append(rows, []string{strconv.FormatUint(uint64(p.ID), 10), p.User, p.Host, p.DB, p.Command,
-			itoa(p.Time), p.State, p.Info, strings.Join(p.Nodes, ",")})
+		// NULL where the server has NULL: no database, no statement
+		// (asleep, or a command without text).
+		rows = append(rows, []*string{ptr(strconv.FormatUint(uint64(p.ID), 10)), &p.User, &p.Host, nullIfEmpty(p.DB), &p.Command,
+			ptr(itoa(p.Time)), &p.State, nullIfEmpty(p.Info), ptr(strings.Join(p.Nodes, ","))})
 	}
-	return table(processCols, rows)
+	return &proxy.AdminResult{Columns: processCols, Nullable: rows}
+}
+
+func ptr(s string) *string { return &s }
+
+// nullIfEmpty is s, or NULL for "".
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 var schemaCols = []string{"User", "DB", "Table", "Type", "Key", "Nodes_List", "Locations", "TableRowLimit", "DateRange"}

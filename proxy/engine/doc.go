@@ -17,6 +17,11 @@
 // deferred BEGIN of sharded schemas, read/write splitting and
 // read-your-writes. Every acquire and release goes through it.
 //
+// Diag keeps the warnings of a statement over several legs, read from
+// each leg's connection before it is released (only when the leg
+// reported some), and answers SHOW WARNINGS, SHOW ERRORS and
+// @@warning_count from them: no one backend connection holds them.
+//
 // Client is the one writer to the client: it alone looks at the client's
 // capabilities (CLIENT_DEPRECATE_EOF, CLIENT_SESSION_TRACK). Rows pass
 // through it without being decoded, many per write where they were

@@ -132,6 +132,9 @@ type Engine struct {
 	ColTypes []byte
 	// ColNames are their original names (org_name), kept with ColTypes.
 	ColNames []string
+	// Diag is the diagnostics area of a statement over several legs, or
+	// of keyshard's own (see Diag); the session clears it.
+	Diag Diag
 
 	colBuf []byte // colDef's scratch
 	// genID is the first id the running statement took from a sequence
@@ -157,6 +160,9 @@ func (e *Engine) colDef(p []byte) []byte {
 // Fail writes err to the client and returns it.
 func (e *Engine) Fail(err error) error {
 	err = e.stopped(err)
+	if e.Diag.on {
+		e.Diag.fail(e.Client.mapErr(err))
+	}
 	e.Client.Error(err)
 	return err
 }
@@ -408,6 +414,10 @@ type Run struct {
 func (e *Engine) Route(rt *router.Routing, pl *router.Plan, run Run) error {
 	e.Sharded, e.genID = pl, rt.InsertID
 	defer func() { e.Sharded, e.genID = nil, 0 }()
+	if rt.Targets() > 1 {
+		// No one connection holds the statement's warnings.
+		e.Diag.Start(maxErrorCount(e.Vars.State))
+	}
 	if rt.Merge != "" {
 		return e.Fail(MergeErr(rt, pl))
 	}

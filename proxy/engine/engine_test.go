@@ -34,6 +34,18 @@ func answer(sub string, ps ...[]byte) handler {
 	}
 }
 
+// either is the first of hs that answers.
+func either(hs ...handler) handler {
+	return func(c *fakeConn, cmd byte, arg string) bool {
+		for _, h := range hs {
+			if h(c, cmd, arg) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 func cat(parts ...[][]byte) [][]byte {
 	var out [][]byte
 	for _, p := range parts {
@@ -45,6 +57,9 @@ func cat(parts ...[][]byte) [][]byte {
 func one(p []byte) [][]byte { return [][]byte{p} }
 
 var idDef = [][]byte{colDef("id", wire.TypeLongLong, 63)}
+
+// warnDefs are SHOW WARNINGS's columns.
+var warnDefs = [][]byte{colDef("Level", wire.TypeVarString, 33), colDef("Code", wire.TypeLong, 63), colDef("Message", wire.TypeVarString, 33)}
 
 func rowsOf(vals ...string) [][]byte {
 	var out [][]byte
@@ -189,9 +204,11 @@ func noOne(t *testing.T) func(*backend.Node, *router.Route) error {
 }
 
 func TestRouteFanOutSelect(t *testing.T) {
+	// Each node lists one warning (n2 reported 2: its max_error_count).
+	warnings := answer("SHOW WARNINGS", resultSet(warnDefs, [][]byte{textRow("Warning", "1365", "Division by 0")}, wire.AppendResultEndOK(nil, 0, autocommit))...)
 	en := newEnv(t, classic,
-		answer("t_0000", resultSet(idDef, rowsOf("1", "2"), wire.AppendResultEndOK(nil, 1, autocommit))...),
-		answer("t_0001", resultSet([][]byte{colDef("other", wire.TypeLongLong, 63)}, rowsOf("3"), wire.AppendResultEndOK(nil, 2, autocommit))...))
+		either(answer("t_0000", resultSet(idDef, rowsOf("1", "2"), wire.AppendResultEndOK(nil, 1, autocommit))...), warnings),
+		either(answer("t_0001", resultSet([][]byte{colDef("other", wire.TypeLongLong, 63)}, rowsOf("3"), wire.AppendResultEndOK(nil, 2, autocommit))...), warnings))
 	rt := fanRouting("SELECT id FROM $t", 0)
 	_, pkts, err := en.do(func() error { return en.e.Route(rt, nil, Run{Kind: router.KindSelect, Read: true, One: noOne(t)}) })
 	if err != nil {
@@ -200,10 +217,14 @@ func TestRouteFanOutSelect(t *testing.T) {
 	// One result set: the first leg's columns, every row, warnings summed.
 	wantPackets(t, pkts, cat(resultSet(idDef, nil, nil)[:2], one(wire.AppendEOF(nil, 0, autocommit)),
 		rowsOf("1", "2", "3"), one(wire.AppendEOF(nil, 3, autocommit))))
+	// The warnings of each leg were read before its connection went back.
 	for i, f := range en.fakes {
-		if got := f.commands(0); len(got) != 1 || got[0] != rt.Routes[i].SQL[0] {
+		if got := f.commands(0); len(got) != 2 || got[0] != rt.Routes[i].SQL[0] || got[1] != "SHOW WARNINGS" {
 			t.Errorf("node %d received %q", i+1, got)
 		}
+	}
+	if d := &en.e.Diag; !d.On() || d.count != 3 || len(d.rows) != 2 || d.rows[1][2] != "Division by 0" {
+		t.Errorf("diagnostics %+v", *d)
 	}
 	if en.e.Last.FoundRows != 3 || en.e.Last.RowCount != -1 || en.tr.rows != 3 {
 		t.Errorf("Last %+v, rows traced %d", *en.e.Last, en.tr.rows)

@@ -36,6 +36,16 @@ type Leg struct {
 	// that one ended in an error: for its pool's statement counts.
 	start  time.Time
 	failed bool
+	// warn: the warnings its last statement reported, not read yet;
+	// lostWarn: those of its earlier statements, which the batch lost
+	// (see Diag.leg).
+	warn, lostWarn uint16
+}
+
+// warned records the warnings of the leg's statement that just ended.
+func (l *Leg) warned(n uint16) {
+	l.lostWarn += l.warn
+	l.warn = n
 }
 
 // sent marks the leg's statements sent now.
@@ -347,6 +357,7 @@ func (e *Engine) releaseLegs(legs []Leg) {
 		if legs[i].gone {
 			continue // counted when it went (retryLeg, CommitLater)
 		}
+		e.Diag.leg(&legs[i])
 		legs[i].observe(legs[i].BC.Broken())
 		if i > 0 && legs[i].BC == legs[i-1].BC {
 			continue
@@ -500,8 +511,10 @@ func (e *Engine) relayScatter(legs []Leg, r legRetry) error {
 			}
 			l.BC.SetStatus(ok.Status)
 			warnings += ok.Warnings
+			l.warned(ok.Warnings)
 			more = l.ended(ok.Status)
 		}
+		e.Diag.leg(l)
 	}
 	e.Last.RowCount = -1
 	e.Last.FoundRows = rows

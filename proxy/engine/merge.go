@@ -171,6 +171,7 @@ func (src *legSource) Next() ([]byte, error) {
 		}
 		l.BC.SetStatus(ok.Status)
 		*src.warnings += ok.Warnings
+		l.warned(ok.Warnings)
 		l.done++
 		l.finished = true
 		if ok.Status&wire.StatusMoreResultsExists != 0 {
@@ -363,6 +364,7 @@ func (e *Engine) relayMerged(rt *router.Routing, legs []Leg, binary bool, send f
 		if failed, err = readAhead(&legs[i-1], &held, e.MaxMergeRows, spec.Table, &warnings); failed != nil || err != nil {
 			return failed, err
 		}
+		e.Diag.leg(&legs[i-1]) // before its connection runs the next leg's statement
 		l := &legs[i]
 		l.queued = false
 		if err := e.sendLegs(legs[i:i+1], send, true, legRetry{}); err != nil {

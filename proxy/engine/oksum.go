@@ -70,6 +70,7 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 					// The copies of a global table count as one table.
 					affected += ok.AffectedRows
 					warnings += ok.Warnings
+					l.warned(ok.Warnings)
 				}
 				if rt.Copies {
 					copyRows = append(copyRows, l.BC.Node()+": "+strconv.FormatUint(ok.AffectedRows, 10))
@@ -102,6 +103,7 @@ func (e *Engine) gatherOKs(legs []Leg, rt *router.Routing, atomic bool) (okSum, 
 				more = false
 			}
 		}
+		e.Diag.leg(l) // before an XA commit runs on its connection
 	}
 	if failed != nil {
 		switch {

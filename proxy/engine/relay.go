@@ -69,9 +69,19 @@ func (e *Engine) Relay(bc *backend.Conn, fieldList bool, cols *int) (Result, err
 			// The server's own EOF after the column definitions. An
 			// EXECUTE that opened a cursor ends with it (status
 			// CURSOR_EXISTS).
-			eof, err := readColsEOF(bc)
+			eof, err := bc.Packets().ReadPacket()
 			if err != nil {
-				return res, err
+				return res, lostConn(bc, err)
+			}
+			if len(eof) > 0 && eof[0] == wire.ErrHeader {
+				// The statement failed after its column definitions (a
+				// cursor's, while the server produced its rows): the
+				// server's error ends the answer in the EOF's place.
+				res.Err = wire.ParseErr(eof)
+				return res, e.relayErr(eof, res.Err, e.Client.Packet)
+			}
+			if !wire.IsOldEOF(eof) {
+				return res, lostConn(bc, wire.ErrMalformed)
 			}
 			w, st := wire.ParseEOF(eof)
 			if st&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {
@@ -93,6 +103,12 @@ func (e *Engine) Relay(bc *backend.Conn, fieldList bool, cols *int) (Result, err
 			// the answer ends.
 			if p, err = bc.Packets().ReadRaw(); err != nil {
 				return res, lostConn(bc, err)
+			}
+			if len(p) > 0 && p[0] == wire.ErrHeader && len(p) < wire.MaxPayload {
+				// Failed after its column definitions: the error comes
+				// in the EOF's place, as from the server.
+				res.Err = wire.ParseErr(p)
+				return res, e.relayErr(p, res.Err, e.Client.Raw)
 			}
 			if wire.IsEOF(p) {
 				if ok, perr := wire.ParseOK(p); perr == nil && ok.Status&mysql.SERVER_STATUS_CURSOR_EXISTS != 0 {

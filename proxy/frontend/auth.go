@@ -422,6 +422,11 @@ func (c *Conn) cachingSha2(user, password string, auth, scramble []byte, denied 
 // was; the third on a connection, or a Login that fails, is an
 // *EndingError: the connection ends after its answer.
 func (c *Conn) ChangeUser(h Handler, p []byte) error {
+	if c.badChange >= maxBadChanges {
+		// As MariaDB: the connection goes on, but takes no more
+		// COM_CHANGE_USER (each refusal still answered after the pause).
+		return c.changeRefused(newErr(UnknownCommand, "Unknown command"), 0)
+	}
 	pos := 1
 	user, pos, err := wire.ReadNulString(p, pos)
 	if err != nil {
@@ -455,16 +460,15 @@ func (c *Conn) ChangeUser(h Handler, p []byte) error {
 	}
 	l := Login{User: string(user), DB: string(db)}
 	if err := c.authenticate(h, &l, plugin, auth, c.scramble); err != nil {
-		// As MariaDB: a refusal is answered after a pause, and the third
-		// on a connection ends it, so that one connection cannot try
-		// password after password.
-		if isAccessDenied(err) {
-			time.Sleep(ChangeUserPause)
+		if isAccessDenied(err) && c.l != nil {
+			// Counted with the address's failed logins: a guesser that
+			// logs in once and tries passwords by COM_CHANGE_USER meets
+			// the same lockout as one that reconnects.
+			st := c.l.srv.Settings()
+			return c.changeRefused(err, c.l.logins.Failed(c.log, "sql", l.User, c.host, "COM_CHANGE_USER: "+err.Error(),
+				st.LockoutFailures, st.LockoutTime))
 		}
-		if c.badChange++; c.badChange >= 3 {
-			return &EndingError{err}
-		}
-		return err
+		return c.changeRefused(err, 0)
 	}
 	prev := c.collation
 	c.collation = collation
@@ -472,16 +476,35 @@ func (c *Conn) ChangeUser(h Handler, p []byte) error {
 	if err := h.Login(l); err != nil {
 		var end *EndingError
 		if !errors.As(err, &end) {
+			// Refused (a character set the server refuses for a
+			// client, a user's connection limit): as a refused password.
 			c.collation = prev
+			return c.changeRefused(err, 0)
 		}
 		return err
 	}
 	return nil
 }
 
+// changeRefused answers a refused COM_CHANGE_USER as MariaDB does: after
+// a pause (one second, whatever the reason: an unknown user, a wrong
+// password, a character set), counting it; after the third, the
+// connection takes no more (UnknownCommand), so that one connection
+// cannot try password after password. The session goes on as it was.
+// delay is the login lockout's for the address, when longer.
+func (c *Conn) changeRefused(err error, delay time.Duration) error {
+	time.Sleep(max(ChangeUserPause, delay))
+	c.badChange++
+	return err
+}
+
+// maxBadChanges is the refused COM_CHANGE_USERs after which a connection
+// takes no more (MariaDB's).
+const maxBadChanges = 3
+
 // ChangeUserPause is how long a refused COM_CHANGE_USER waits before its
-// answer (MariaDB waits about as long). A variable only so that the
-// session fuzz test can send many refused changes.
+// answer (MariaDB waits as long). A variable only so that the session
+// fuzz test can send many refused changes.
 var ChangeUserPause = time.Second
 
 // rsaKey is caching_sha2_password's RSA key pair.

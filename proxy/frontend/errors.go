@@ -19,7 +19,8 @@ const (
 	PacketTooLarge
 	Shutdown
 	NotSupported
-	KindEnd // the number of kinds + 1, for the mapping's test
+	UnknownCommand // a command the connection no longer takes (COM_CHANGE_USER after three refusals)
+	KindEnd        // the number of kinds + 1, for the mapping's test
 )
 
 // Error is an error of the frontend's own.
@@ -40,8 +41,8 @@ func isAccessDenied(err error) bool {
 	return errors.As(err, &e) && e.Kind == AccessDenied
 }
 
-// EndingError is an error after which the connection is closed (a third
-// refused COM_CHANGE_USER, a session that could not restart).
+// EndingError is an error after which the connection is closed (a
+// session that could not restart).
 type EndingError struct{ Err error }
 
 func (e *EndingError) Error() string { return e.Err.Error() }

@@ -328,6 +328,21 @@ func TestLoginLockout(t *testing.T) {
 	waitFor(t, "the lockout to end", func() bool { return p.open(t, "ks:ks", "", "").Ping() == nil })
 }
 
+// Refused COM_CHANGE_USERs count with the address's failed logins: a
+// client that logged in once and guesses passwords by changing user is
+// locked out as one that reconnects.
+func TestLoginLockoutChangeUser(t *testing.T) {
+	p := startProxy(t, baseYAML("%ADDR%")+"login_lockout_failures: 3\nlogin_lockout_time: 2s\n")
+	c := userLogin(t, p.Addr)
+	for i := range 3 {
+		if ans, _ := c.changeUser(t, "other", fmt.Sprintf("guess%d", i), ""); ans[0] != mysql.ERR_HEADER {
+			t.Fatalf("guess %d: %q, want ERR 1045", i, ans)
+		}
+	}
+	wantErrContains(t, "the right password from a locked-out address", p.open(t, "ks:ks", "", "").Ping(), 1129,
+		"is blocked after 3 failed logins (login_lockout_failures)")
+}
+
 // The SQL blacklist matches the parsed statement: none of the forms the
 // server reads as the blacklisted one runs, through a batch, a PREPARE,
 // an EXECUTE IMMEDIATE or the binary protocol; other statements do.

@@ -277,7 +277,7 @@ func TestProcessList(t *testing.T) {
 		}
 		cols = cs
 		for _, r := range rows {
-			if r[0] == id && strings.HasPrefix(r[6], "backend") {
+			if r[0] == id && r[6] == "backend node1" { // the stage and its node are published one after the other
 				row = r
 				return true
 			}
@@ -326,7 +326,7 @@ func TestProcessList(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if r[0] == id && (r[4] != "Sleep" || r[7] != "" || r[6] != "") {
+		if r[0] == id && (r[4] != "Sleep" || r[7] != mgNull || r[6] != "") {
 			t.Fatalf("idle session: %q", r)
 		}
 	}

@@ -280,6 +280,12 @@ func (r *stmtRaw) readExecute(cursor bool) rawResult {
 	}
 	if r.eof {
 		p = r.next(&res)
+		if p[0] == 0xff {
+			// Failed after its column definitions (a cursor's
+			// statement, while producing its rows).
+			res.err = p
+			return res
+		}
 		if !isTerm(p) {
 			r.t.Fatalf("EOF expected after column definitions, got %s", describe(p))
 		}
