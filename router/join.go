@@ -204,6 +204,12 @@ func (b *builder) joinOr(params bool, err error) (*Plan, error) {
 	if errors.Is(jerr, errNoJoin) {
 		return nil, err
 	}
+	var re, orig *Error
+	if errors.As(jerr, &re) && errors.As(err, &orig) {
+		// Both reasons: what the proxy's join lacks, and why the tables
+		// do not run as one statement.
+		re.Msg += "; and it cannot run as one statement: " + strings.TrimPrefix(orig.Msg, "keyshard: ")
+	}
 	return pl, jerr
 }
 
