@@ -227,7 +227,7 @@ type joinSide struct {
 	ref   *tableRef
 	items []*ast.SelectField
 	conds []ast.ExprNode
-	keys  []*ast.ColumnNameExpr
+	keys  []ast.ExprNode
 	wild  int
 }
 
@@ -383,21 +383,22 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 		return v.mask, nil
 	}
 	// The conditions.
-	var keys [][2]*ast.ColumnNameExpr
+	var keys [][2]ast.ExprNode
 	addKey := func(e ast.ExprNode, m int) bool {
 		x, ok := e.(*ast.BinaryOperationExpr)
 		if !ok || x.Op != opcode.EQ || m != 3 {
 			return false
 		}
-		l, lok := x.L.(*ast.ColumnNameExpr)
-		r, rok := x.R.(*ast.ColumnNameExpr)
-		if !lok || !rok {
+		l, _ := mask(x.L)
+		r, _ := mask(x.R)
+		switch {
+		case l == 1 && r == 2:
+			keys = append(keys, [2]ast.ExprNode{x.L, x.R})
+		case l == 2 && r == 1:
+			keys = append(keys, [2]ast.ExprNode{x.R, x.L})
+		default:
 			return false
 		}
-		if colSide(l.Name) == 2 {
-			l, r = r, l
-		}
-		keys = append(keys, [2]*ast.ColumnNameExpr{l, r})
 		return true
 	}
 	var onConds []ast.ExprNode
@@ -412,7 +413,7 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 		switch {
 		case addKey(e, m):
 		case m == 3:
-			return refuse("a condition on both tables that is not an equality of two columns (%s) is not supported; "+
+			return refuse("a condition on both tables that is not an equality of an expression of each (%s) is not supported; "+
 				"join on equalities and filter the rest in the application", textOf(e))
 		case left && m == 1:
 			return refuse("a condition on the left table only in the ON of a LEFT JOIN (%s) is not supported; "+
@@ -431,7 +432,7 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 		switch {
 		case !left && addKey(e, m):
 		case m == 3:
-			return refuse("a condition on both tables in WHERE that is not an equality of two columns (%s) is not supported; "+
+			return refuse("a condition on both tables in WHERE that is not an equality of an expression of each (%s) is not supported; "+
 				"filter those rows in the application", textOf(e))
 		case m == 2 && left:
 			return refuse("a WHERE condition on the right table of a LEFT JOIN (%s) is not supported; "+
@@ -443,7 +444,7 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 		}
 	}
 	if len(keys) == 0 {
-		return refuse("the tables are not joined by an equality of a column of each; a cross join is not supported")
+		return refuse("the tables are not joined by an equality of an expression of each; a cross join is not supported")
 	}
 	// ORDER BY: every key on one table, which becomes the outer side.
 	var order []*ast.ByItem
@@ -613,6 +614,9 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 			js.where = st.Where != nil
 			if js.lookup, err = restore(s.keys[0]); err != nil {
 				return nil, errorf("cannot rewrite the statement: %v", err)
+			}
+			if _, col := s.keys[0].(*ast.ColumnNameExpr); !col {
+				js.lookup = "(" + js.lookup + ")"
 			}
 			// The NULL row: the items over no row of the table.
 			null := &ast.SelectStmt{Kind: ast.SelectStmtKindSelect, SelectStmtOpts: &ast.SelectStmtOpts{SQLCache: true}, Fields: st.Fields,
