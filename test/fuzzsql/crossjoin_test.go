@@ -1,0 +1,116 @@
+package fuzzsql
+
+import (
+	"slices"
+
+	"github.com/keyshard/keyshard/test/sqldiff"
+)
+
+// crossJoinQuery: th joined with a table whose rows do not live with
+// th's (tr, tl, tc, td, dp, or th2 on columns that are not the keys),
+// which keyshard joins in the proxy: JOIN, LEFT JOIN or a comma join, on
+// a column of each (a, s, sometimes the keys), columns and expressions
+// of either table, conditions on each, ORDER BY th's columns, LIMIT.
+func (g *gen) crossJoinQuery() stmt {
+	var s stmt
+	var w sqldiff.Builder
+	th := g.s.byName["th"]
+	y := g.s.byName[g.pick([]string{"tr", "tl", "tc", "td", "dp", "th2", "th2"})]
+	yq := "y."
+	suffix := ""
+	if y.name == "th2" {
+		suffix = "2"
+	}
+	// The join columns: a = a (small integers), s = s (general_ci words),
+	// or the keys when they are of one kind.
+	pairs := [][2]string{{"a", "a" + suffix}, {"s", "s" + suffix}}
+	if th.key().kind == y.key().kind {
+		// th2's: co-located, joined in one statement per sub-table.
+		pairs = append(pairs, [2]string{"k", y.key().name})
+	}
+	if y.key().kind == kWide {
+		pairs = append(pairs, [2]string{"a", y.key().name})
+	}
+	p := pick(g.r, pairs)
+	on := "x." + p[0] + " = " + yq + p[1]
+	if g.chance(30) {
+		on = yq + p[1] + " = x." + p[0]
+	}
+	left := false
+	from := " FROM th AS x"
+	switch g.r.IntN(4) {
+	case 0:
+		from += ", " + y.name + " AS y"
+	case 1:
+		from += " LEFT JOIN " + y.name + " AS y ON " + on
+		left = true
+	default:
+		from += " JOIN " + y.name + " AS y ON " + on
+	}
+	comma := !left && !contains(from, " ON ")
+	// The select list: th's key, some of th's columns and y's, an
+	// expression of each now and then, y.* sometimes.
+	items := []item{{expr: "x.k", id: "k"}}
+	for _, c := range th.cols[1:] {
+		if g.chance(35) {
+			items = append(items, item{expr: "x." + c.name, id: c.name})
+		}
+	}
+	all := g.chance(15) // every column of y
+	for _, c := range y.cols {
+		if all || g.chance(40) {
+			items = append(items, item{expr: yq + c.name, id: "y." + c.name})
+		}
+	}
+	if g.chance(25) {
+		e := pick(g.r, []string{"COALESCE(y.a" + suffix + ", -1)", "y.a" + suffix + " + 1", "UPPER(y.s" + suffix + ")", "x.a * 2", "CONCAT(x.s, '-')"})
+		items = append(items, item{expr: e, id: e})
+	}
+	g.aliases(items, "c", 20)
+	selectList(&w, false, items)
+	w.Add(from)
+	var conds []func()
+	if comma {
+		conds = append(conds, func() { w.Add(on) })
+	}
+	if g.chance(60) {
+		conds = append(conds, func() { g.pred(&w, th, "x.") })
+	}
+	if !left && g.chance(30) {
+		conds = append(conds, func() { g.colPred(&w, pick(g.r, y.cols[1:]), "y.") })
+	}
+	for i, c := range conds {
+		if i == 0 {
+			w.Add(" WHERE ")
+		} else {
+			w.Add(" AND ")
+		}
+		c()
+	}
+	var keys []orderKey
+	if g.chance(60) {
+		if i := slices.IndexFunc(items, func(it item) bool { return it.alias != "" && it.id == "k" }); i >= 0 && g.chance(30) {
+			keys = append(keys, orderKey{text: items[i].alias + g.dir(), id: "k", item: i})
+		} else {
+			keys = append(keys, orderKey{text: "x.k" + g.dir(), id: "k", item: 0})
+		}
+	}
+	orderBy(&w, keys)
+	// th's key is not unique in the answer (y may match several rows):
+	// the order is never total.
+	var lim func(*sqldiff.Builder)
+	if g.chance(30) {
+		lim = g.limit
+	}
+	s.finish(&w, items, keys, lim)
+	return s
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
