@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -168,4 +169,53 @@ func TestJoinMaxMergeRows(t *testing.T) {
 
 func sortRows(rows [][]string) {
 	slices.SortFunc(rows, func(a, b []string) int { return strings.Compare(strings.Join(a, "\x01"), strings.Join(b, "\x01")) })
+}
+
+// Outer rows over several batches (DefaultBatch is 256): the joined rows
+// keep the outer side's order across batches, a LIMIT and OFFSET span
+// them, and a LEFT JOIN gives every unmatched row of each batch.
+func TestJoinBatches(t *testing.T) {
+	ks, ref := joinSetup(t, "")
+	ctx := context.Background()
+	var vals []string
+	for i := 0; i < 700; i++ {
+		vals = append(vals, fmt.Sprintf("(%d, %d, %d, %d, NULL)", 1000+i, 1+i%6, i%9, i%50))
+	}
+	q := "INSERT INTO ord VALUES " + strings.Join(vals, ", ")
+	if _, err := ks.(interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+	}).ExecContext(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ref.(interface {
+		ExecContext(context.Context, string, ...any) (sql.Result, error)
+	}).ExecContext(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		sql   string
+		order bool
+	}{
+		{"SELECT o_id, o_w_id, o_item, i_name FROM ord LEFT JOIN item ON i_id = o_item", false},
+		{"SELECT o_id, o_w_id, i_name, i_price FROM ord JOIN item ON i_id = o_item ORDER BY o_id DESC, o_w_id LIMIT 300, 40", true},
+		{"SELECT o_id, o_w_id, c_name FROM ord JOIN cust ON c_id = o_c_id AND c_w_id = o_item ORDER BY o_w_id, o_id", true},
+	} {
+		for _, prepared := range []bool{false, true} {
+			gc, got, err := mgFetch(ctx, ks, prepared, c.sql)
+			if err != nil {
+				t.Fatalf("%s: %v", c.sql, err)
+			}
+			wc, want, err := mgFetch(ctx, ref, prepared, c.sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.order {
+				sortRows(got)
+				sortRows(want)
+			}
+			if len(want) < 40 || !slices.Equal(gc, wc) || !slices.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("%s (prepared %v): %d rows, want %d\n got  %.300v\n want %.300v", c.sql, prepared, len(got), len(want), got, want)
+			}
+		}
+	}
 }

@@ -33,8 +33,13 @@ func (g *gen) crossJoinQuery() stmt {
 	}
 	p := pick(g.r, pairs)
 	on := "x." + p[0] + " = " + yq + p[1]
-	if g.chance(30) {
+	switch {
+	case g.chance(25):
 		on = yq + p[1] + " = x." + p[0]
+	case g.chance(10) && p[0] == "a":
+		on = "x.a + 1 = " + yq + p[1] // an expression of each
+	case g.chance(15) && p[0] != "s":
+		on += " AND x.s = y.s" + suffix // two equalities
 	}
 	left := false
 	from := " FROM th AS x"
@@ -43,6 +48,10 @@ func (g *gen) crossJoinQuery() stmt {
 		from += ", " + y.name + " AS y"
 	case 1:
 		from += " LEFT JOIN " + y.name + " AS y ON " + on
+		if g.chance(30) {
+			// A condition on y in the ON: it selects y's matching rows.
+			from += " AND y.a" + suffix + g.pick([]string{" > 3", " IS NOT NULL", " <> 2"})
+		}
 		left = true
 	default:
 		from += " JOIN " + y.name + " AS y ON " + on
@@ -88,7 +97,16 @@ func (g *gen) crossJoinQuery() stmt {
 		c()
 	}
 	var keys []orderKey
-	if g.chance(60) {
+	if !left && g.chance(15) {
+		// ORDER BY y's columns only: y is read first.
+		k := "y." + y.key().name
+		keys = append(keys, orderKey{text: k + g.dir(), id: k, item: slices.IndexFunc(items, func(it item) bool { return it.expr == k && it.alias == "" })})
+		if g.chance(50) {
+			c := pick(g.r, y.cols[1:])
+			keys = append(keys, orderKey{text: "y." + c.name + g.dir(), id: "y." + c.name,
+				item: slices.IndexFunc(items, func(it item) bool { return it.expr == "y."+c.name && it.alias == "" })})
+		}
+	} else if g.chance(60) {
 		if i := slices.IndexFunc(items, func(it item) bool { return it.alias != "" && it.id == "k" }); i >= 0 && g.chance(30) {
 			keys = append(keys, orderKey{text: items[i].alias + g.dir(), id: "k", item: i})
 		} else {
