@@ -50,6 +50,10 @@ type JoinPlan struct {
 	// side's result ends with 2*Keys hidden columns (the value and its
 	// weight string, for each).
 	Keys int
+	// Sort: the ORDER BY the proxy sorts the joined rows by (keys of both
+	// tables, or of a LEFT JOIN's right table); nil: the outer side's
+	// order is the answer's.
+	Sort []JoinSort
 	// Offset and Count are the client's LIMIT (nil: none).
 	Offset, Count *Expr
 	// Name is "a JOIN b" (or LEFT JOIN), for messages.
@@ -65,10 +69,20 @@ type JoinSide struct {
 	// none), whose columns are all those the side returns beyond the
 	// others.
 	Items, Wild int
-	sel         template // the side's statement (the inner side's ends where the lookup goes)
-	null        template // inner: its items over no row (the NULL row of a LEFT JOIN), and its columns
-	lookup      string   // inner: the column looked up (restored)
-	where       bool     // inner: sel has a WHERE already
+	// Sorts is how many keys of the proxy's sort this side computes.
+	Sorts  int
+	sel    template // the side's statement (the inner side's ends where the lookup goes)
+	null   template // inner: its items over no row (the NULL row of a LEFT JOIN), and its columns
+	lookup string   // inner: the column looked up (restored)
+	where  bool     // inner: sel has a WHERE already
+}
+
+// JoinSort is one key of a sort in the proxy: the side computing it and
+// its place among that side's sort keys (after its join values, a value
+// and its weight string each).
+type JoinSort struct {
+	Side, Col int
+	Desc      bool
 }
 
 // JoinItem is one client column: the side computing it and its place
@@ -228,6 +242,7 @@ type joinSide struct {
 	items []*ast.SelectField
 	conds []ast.ExprNode
 	keys  []ast.ExprNode
+	sorts []ast.ExprNode // ORDER BY keys of this table, when the proxy sorts
 	wild  int
 }
 
@@ -448,6 +463,7 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 	}
 	// ORDER BY: every key on one table, which becomes the outer side.
 	var order []*ast.ByItem
+	var orderMask []int
 	orderSide := 0
 	fields := sel.Fields.Fields
 	itemMask := make([]int, len(fields))
@@ -508,22 +524,33 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 			}
 			if m != 0 {
 				if orderSide != 0 && orderSide != m {
-					return refuse("ORDER BY columns of both tables is not supported; order by columns of one table, or in the application")
+					orderSide = 3 // both: sorted in the proxy
+				} else if orderSide == 0 {
+					orderSide = m
 				}
-				orderSide = m
 			}
 			order = append(order, &ast.ByItem{Expr: e, Desc: it.Desc})
+			orderMask = append(orderMask, m)
 		}
 	}
+	jp := &JoinPlan{Left: left, Name: name, Keys: len(keys)}
 	outer := 0
-	if orderSide == 2 {
-		if left {
-			return refuse("ORDER BY columns of the right table of a LEFT JOIN is not supported; order by columns of the left table, or in the application")
+	if orderSide == 3 || orderSide == 2 && left {
+		// Keys of both tables, or of a LEFT JOIN's right table: the
+		// joined rows are sorted in the proxy (at most max_merge_rows).
+		for i, it := range order {
+			if orderMask[i] == 0 {
+				continue
+			}
+			side := orderMask[i] - 1
+			sides[side].sorts = append(sides[side].sorts, it.Expr)
+			jp.Sort = append(jp.Sort, JoinSort{Side: side, Col: len(sides[side].sorts) - 1, Desc: it.Desc})
 		}
+		order = nil
+	} else if orderSide == 2 {
 		outer = 1
 	}
 	// The select list, split by side.
-	jp := &JoinPlan{Left: left, Name: name, Keys: len(keys)}
 	for i, f := range fields {
 		m := itemMask[i]
 		add := func(side int, f *ast.SelectField) {
@@ -593,11 +620,12 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 		st := &ast.SelectStmt{Kind: ast.SelectStmtKindSelect, SelectStmtOpts: &ast.SelectStmtOpts{SQLCache: true}, Fields: &ast.FieldList{},
 			From: &ast.TableRefsClause{TableRefs: &ast.Join{Left: s.ts}}}
 		st.Fields.Fields = append(st.Fields.Fields, s.items...)
-		for _, k := range s.keys {
+		for _, k := range append(slices.Clip(s.keys), s.sorts...) {
 			st.Fields.Fields = append(st.Fields.Fields, &ast.SelectField{Expr: k},
 				&ast.SelectField{Expr: &ast.FuncCallExpr{FnName: ast.NewCIStr("WEIGHT_STRING"), Args: []ast.ExprNode{
 					&ast.FuncCallExpr{FnName: ast.NewCIStr("RTRIM"), Args: []ast.ExprNode{k}}}}})
 		}
+		js.Sorts = len(s.sorts)
 		st.Where = andOf(s.conds)
 		if i == 0 && len(order) > 0 {
 			st.OrderBy = &ast.OrderByClause{Items: order}

@@ -85,7 +85,8 @@ type runner struct {
 	outerVis, innerVis   int      // visible columns of each side
 	ranges               [][2]int // per client column: its side and column there
 	outCols              []merge.Column
-	null                 [][]byte // the inner side's NULL row
+	null                 [][]byte  // the inner side's NULL row
+	sorted               []sortRow // the joined rows, when the proxy sorts them
 
 	batch [][]byte // outer rows of the batch (copies)
 	held  int      // inner rows held
@@ -122,7 +123,7 @@ func Run(env Env, pl Planner, c Config) error {
 	if err != nil {
 		return err
 	}
-	if r.innerVis = len(r.innerCols) - 2*r.jp.Keys; r.innerVis < 0 || nullRow == nil {
+	if r.innerVis = len(r.innerCols) - 2*r.jp.Keys - 2*r.jp.Sides[1].Sorts; r.innerVis < 0 || nullRow == nil {
 		return fail("keyshard: cross-shard join %s: the NULL row of %s did not come back", r.jp.Name, r.jp.Sides[1].Table)
 	}
 	if r.null, err = split(nullRow, len(r.innerCols), nil); err != nil {
@@ -133,7 +134,10 @@ func Run(env Env, pl Planner, c Config) error {
 		return err
 	}
 	r.outerCols = outer.cols
-	r.outerVis = len(r.outerCols) - 2*r.jp.Keys
+	if r.outerVis = len(r.outerCols) - 2*r.jp.Keys - 2*r.jp.Sides[0].Sorts; r.outerVis < 0 {
+		outer.close()
+		return fail("keyshard: cross-shard join %s: %s returned %d columns", r.jp.Name, r.jp.Sides[0].Table, len(r.outerCols))
+	}
 	for k := range r.jp.Keys {
 		if err := r.comparable(k); err != nil {
 			outer.close()
@@ -149,7 +153,10 @@ func Run(env Env, pl Planner, c Config) error {
 		outer.close()
 		return err
 	}
-	if r.left != 0 {
+	if r.sorting() {
+		r.skip, r.left = 0, -1 // the sort applies the LIMIT
+	}
+	if r.left != 0 || r.sorting() {
 		err = outer.each(func(row []byte) error {
 			r.batch = append(r.batch, append([]byte(nil), row...))
 			if len(r.batch) >= r.c.Batch {
@@ -164,6 +171,11 @@ func Run(env Env, pl Planner, c Config) error {
 	outer.close()
 	if err != nil && !errors.Is(err, errStop) {
 		return err
+	}
+	if r.sorting() {
+		if err := r.sort(off, count); err != nil {
+			return err
+		}
 	}
 	return env.End(r.sent)
 }
@@ -287,7 +299,8 @@ func (r *runner) flush() error {
 	return nil
 }
 
-// emit sends one joined row, after the offset and up to the count.
+// emit sends one joined row, after the offset and up to the count (or
+// keeps it for the sort).
 func (r *runner) emit(outer, inner [][]byte) error {
 	if r.skip > 0 {
 		r.skip--
@@ -301,11 +314,19 @@ func (r *runner) emit(outer, inner [][]byte) error {
 			r.vals = append(r.vals, inner[rg[1]])
 		}
 	}
+	if r.sorting() {
+		return r.keep(outer, inner)
+	}
+	return r.send(r.vals)
+}
+
+// send sends the client one row of values.
+func (r *runner) send(vals [][]byte) error {
 	r.row = r.row[:0]
 	if r.c.Binary {
-		r.row = merge.AppendBinaryRow(r.row, r.vals, r.outCols)
+		r.row = merge.AppendBinaryRow(r.row, vals, r.outCols)
 	} else {
-		for _, v := range r.vals {
+		for _, v := range vals {
 			if v == nil {
 				r.row = append(r.row, 0xfb)
 				continue

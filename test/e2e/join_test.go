@@ -111,6 +111,11 @@ func TestJoinAcrossShards(t *testing.T) {
 		{sql: "SELECT o_at AS t, o_w_id, o_id, i_price FROM ord LEFT JOIN item ON i_id = o_item ORDER BY t, 2, 3", order: true},
 		// ORDER BY the second table: it becomes the outer side
 		{sql: "SELECT o_id, o_w_id, i_id FROM ord JOIN item ON i_id = o_item ORDER BY i_id, i_name"},
+		// ORDER BY keys of both tables, or of a LEFT JOIN's right table:
+		// sorted in the proxy
+		{sql: "SELECT o_id, o_w_id, i_name, i_price FROM ord JOIN item ON i_id = o_item ORDER BY i_price DESC, o_w_id, o_id LIMIT 9", order: true},
+		{sql: "SELECT o_id, o_w_id, i_name FROM ord LEFT JOIN item ON i_id = o_item ORDER BY i_name, o_id DESC, 2 LIMIT ?, ?", args: []any{4, 20}, order: true},
+		{sql: "SELECT c_name AS n, c_w_id, c_id, i_id FROM cust JOIN item ON i_name = c_name ORDER BY UPPER(i_name), n DESC, c_w_id, c_id, i_id", order: true},
 		// nothing matches
 		{sql: "SELECT o_id, i_name FROM ord JOIN item ON i_id = o_item WHERE o_w_id = 99"},
 	} {
@@ -160,6 +165,10 @@ func TestJoinMaxMergeRows(t *testing.T) {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) || me.Number != 1038 || !strings.Contains(me.Message, "max_merge_rows") {
 		t.Fatalf("got %v, want 1038 naming max_merge_rows", err)
+	}
+	_, _, err = mgFetch(context.Background(), ks, false, "SELECT c_id, i_id FROM cust JOIN item ON i_id = c_id WHERE c_w_id IN (1, 2) ORDER BY i_name, c_w_id")
+	if !errors.As(err, &me) || me.Number != 1038 || !strings.Contains(me.Message, "sorting its rows") {
+		t.Fatalf("a sort in the proxy: got %v, want 1038", err)
 	}
 	// Under the limit it runs.
 	if _, rows, err := mgFetch(context.Background(), ks, false, "SELECT c_id, i_id FROM cust JOIN item ON i_id = c_id WHERE c_w_id = 1"); err != nil || len(rows) != 5 {

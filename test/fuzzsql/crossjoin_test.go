@@ -97,7 +97,24 @@ func (g *gen) crossJoinQuery() stmt {
 		c()
 	}
 	var keys []orderKey
-	if !left && g.chance(15) {
+	itemOf := func(e string) int {
+		return slices.IndexFunc(items, func(it item) bool { return it.expr == e && it.alias == "" })
+	}
+	if g.chance(20) {
+		// ORDER BY columns of both tables (or of LEFT JOIN's right
+		// table): sorted in the proxy. x.k with y's key is total.
+		if g.chance(40) {
+			c := "y." + pick(g.r, y.cols[1:]).name
+			keys = append(keys, orderKey{text: c + g.dir(), id: c, item: itemOf(c)})
+		}
+		yk := "y." + y.key().name
+		if g.chance(50) {
+			keys = append(keys, orderKey{text: yk + g.dir(), id: yk, item: itemOf(yk)}, orderKey{text: "x.k" + g.dir(), id: "k", item: 0})
+		} else {
+			keys = append(keys, orderKey{text: "x.k" + g.dir(), id: "k", item: 0}, orderKey{text: yk + g.dir(), id: yk, item: itemOf(yk)})
+		}
+		s.total = true
+	} else if !left && g.chance(15) {
 		// ORDER BY y's columns only: y is read first.
 		k := "y." + y.key().name
 		keys = append(keys, orderKey{text: k + g.dir(), id: k, item: slices.IndexFunc(items, func(it item) bool { return it.expr == k && it.alias == "" })})
