@@ -121,7 +121,7 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 		return true, s.fail(err)
 	}
 	if rt.Join != nil {
-		return true, s.eng.Join(s.joinPlanner(), rt.Join, lits, false)
+		return true, s.eng.Join(joinPlanner(s), rt.Join, lits, false)
 	}
 	if len(rt.Routes) == 1 && len(pl.ReadNodes()) > 0 {
 		rt.Routes[0].Node = s.readNode(pl, s.nodes[rt.Routes[0].Node]).Name
@@ -129,8 +129,8 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	return true, s.runText(rt, pl, info)
 }
 
-// joinPlanner plans the sides of a join across shards.
-func (s *Session) joinPlanner() join.Planner {
+// joinPlanner plans the sides of a join across shards for session s.
+func joinPlanner(s *Session) join.Planner {
 	return join.SchemaPlanner{Schema: s.route, Parser: s.getParser(), DB: s.vars.DB}
 }
 

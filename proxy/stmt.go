@@ -430,7 +430,7 @@ func (t *stmtTable) stmtExecute(st *prepared, p []byte) error {
 		return s.fail(err)
 	}
 	if rt.Join != nil {
-		return s.eng.Join(s.joinPlanner(), rt.Join, lits, true)
+		return s.eng.Join(joinPlanner(s), rt.Join, lits, true)
 	}
 	return s.eng.Route(rt, st.plan, engine.Run{Kind: st.kind, Read: st.read, Cursor: x.cursor, Send: x.sendLeg,
 		One: func(n *backend.Node, r *router.Route) error {

@@ -129,7 +129,7 @@ func (t *stmtTable) textExecute(sql string, info router.Info) (handled bool, err
 		return true, s.fail(err)
 	}
 	if rt.Join != nil {
-		return true, s.eng.Join(s.joinPlanner(), rt.Join, lits, false)
+		return true, s.eng.Join(joinPlanner(s), rt.Join, lits, false)
 	}
 	return true, s.runText(rt, st.plan, router.Info{Kind: st.kind})
 }
