@@ -489,6 +489,25 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 		}
 		itemMask[i] = m
 	}
+	// The probe's columns: as many as the statement's, * counted by the
+	// tables' columns when known.
+	ncols := 0
+	for i, f := range fields {
+		if f.WildCard == nil {
+			ncols++
+			continue
+		}
+		for side, s := range sides {
+			if itemMask[i]&(1<<side) == 0 {
+				continue
+			}
+			if tc := b.cols.table(s.db, s.tn.Name.L); tc != nil {
+				ncols += len(tc.names)
+			} else {
+				ncols++
+			}
+		}
+	}
 	if sel.OrderBy != nil {
 		for _, it := range sel.OrderBy.Items {
 			e := it.Expr
@@ -657,7 +676,7 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 			js.null = parseTemplate(text, params, false, aliases)
 		}
 	}
-	jp.probe = probeOf(len(fields), params, b.base)
+	jp.probe = probeOf(ncols, params, b.base)
 	pl := &Plan{Kind: PlanSharded, Stmt: KindSelect, def: b.s.Default, join: jp}
 	for _, s := range sides {
 		if s.ref.rule != nil && !slices.Contains(pl.tables, s.ref.rule) {
