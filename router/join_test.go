@@ -13,7 +13,7 @@ func TestJoinProbe(t *testing.T) {
 	p := NewParser()
 	for q, want := range map[string]string{
 		"SELECT * FROM customer1 JOIN item2 ON c_id = i_id WHERE c_w_id = ? LIMIT ?": "SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM DUAL WHERE COALESCE(?, ?, 1) IS NOT NULL",
-		"SELECT c_last, i.* FROM customer1 JOIN item2 i ON c_id = i_id":               "SELECT NULL, NULL, NULL, NULL",
+		"SELECT c_last, i.* FROM customer1 JOIN item2 i ON c_id = i_id":              "SELECT NULL, NULL, NULL, NULL",
 	} {
 		pl, lits, err := s.Plan(p, q, "tpcc", KindSelect)
 		if err != nil {
