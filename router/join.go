@@ -73,7 +73,7 @@ type JoinSide struct {
 	Sorts  int
 	sel    template // the side's statement (the inner side's ends where the lookup goes)
 	null   template // inner: its items over no row (the NULL row of a LEFT JOIN), and its columns
-	lookup string   // inner: the column looked up (restored)
+	lookup template // inner: the expression looked up
 	where  bool     // inner: sel has a WHERE already
 }
 
@@ -118,7 +118,7 @@ func (j *JoinPlan) LookupSQL(lits []Literal, vals []string) string {
 	} else {
 		sb.WriteString(" WHERE ")
 	}
-	sb.WriteString(in.lookup)
+	in.lookup.render(&sb, nil, lits, "")
 	sb.WriteString(" IN (")
 	for i, v := range vals {
 		if i > 0 {
@@ -659,12 +659,14 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 		js.sel = parseTemplate(text, params, false, aliases)
 		if i == 1 {
 			js.where = st.Where != nil
-			if js.lookup, err = restore(s.keys[0]); err != nil {
+			look, err := restore(s.keys[0])
+			if err != nil {
 				return nil, errorf("cannot rewrite the statement: %v", err)
 			}
 			if _, col := s.keys[0].(*ast.ColumnNameExpr); !col {
-				js.lookup = "(" + js.lookup + ")"
+				look = "(" + look + ")"
 			}
+			js.lookup = parseTemplate(look, params, false, nil)
 			// The NULL row: the items over no row of the table.
 			null := &ast.SelectStmt{Kind: ast.SelectStmtKindSelect, SelectStmtOpts: &ast.SelectStmtOpts{SQLCache: true}, Fields: st.Fields,
 				From: &ast.TableRefsClause{TableRefs: &ast.Join{Tp: ast.LeftJoin,

@@ -228,3 +228,33 @@ func TestJoinBatches(t *testing.T) {
 		}
 	}
 }
+
+// A join across shards reads on connections of its own: with autocommit
+// off and no transaction open it runs, inside a transaction it is
+// refused. EXPLAIN SHARD shows its two statements.
+func TestJoinSession(t *testing.T) {
+	ks, _ := joinSetup(t, "")
+	ctx := context.Background()
+	c, err := ks.(*sql.DB).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const q = "SELECT o_id, i_name FROM ord JOIN item ON i_id = o_item WHERE o_w_id = 1"
+	mustExecConn(t, c, "SET autocommit = 0")
+	if rows := queryRowsConn(t, c, q); len(rows) == 0 {
+		t.Fatal("autocommit off: no rows")
+	}
+	mustExecConn(t, c, "SET autocommit = 1")
+	mustExecConn(t, c, "BEGIN")
+	_, err = c.QueryContext(ctx, q)
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) || me.Number != 1235 || !strings.Contains(me.Message, "outside a transaction") {
+		t.Fatalf("inside a transaction: %v, want 1235", err)
+	}
+	mustExecConn(t, c, "ROLLBACK")
+	rows := queryRowsConn(t, c, "EXPLAIN SHARD "+q)
+	if len(rows) != 2 || rows[0][0] != "(join: outer)" || !strings.Contains(rows[1][2], "IN (...)") {
+		t.Fatalf("EXPLAIN SHARD: %v", rows)
+	}
+}
