@@ -41,7 +41,7 @@ func TestJoinKeys(t *testing.T) {
 	}
 }
 
-// split reads text-protocol rows; NULL is nil, ” is empty.
+// split reads text-protocol rows; NULL is nil, the empty string empty.
 func TestSplit(t *testing.T) {
 	row := []byte{1, 'a', 0xfb, 0}
 	cells, err := split(row, 3, nil)
