@@ -69,12 +69,15 @@ type JoinSide struct {
 	// none), whose columns are all those the side returns beyond the
 	// others.
 	Items, Wild int
-	// Sorts is how many keys of the proxy's sort this side computes.
-	Sorts  int
-	sel    template // the side's statement (the inner side's ends where the lookup goes)
-	null   template // inner: its items over no row (the NULL row of a LEFT JOIN), and its columns
-	lookup template // inner: the expression looked up
-	where  bool     // inner: sel has a WHERE already
+	// Sorts is how many keys of the proxy's sort this side computes;
+	// Filters how many WHERE conditions of a LEFT JOIN's right table it
+	// gives the truth of (1 or 0, its last columns), which the joined
+	// rows must pass.
+	Sorts, Filters int
+	sel            template // the side's statement (the inner side's ends where the lookup goes)
+	null           template // inner: its items over no row (the NULL row of a LEFT JOIN), and its columns
+	lookup         template // inner: the expression looked up
+	where          bool     // inner: sel has a WHERE already
 }
 
 // JoinSort is one key of a sort in the proxy: the side computing it and
@@ -243,7 +246,10 @@ type joinSide struct {
 	conds []ast.ExprNode
 	keys  []ast.ExprNode
 	sorts []ast.ExprNode // ORDER BY keys of this table, when the proxy sorts
-	wild  int
+	// filters: WHERE conditions on a LEFT JOIN's right table, checked on
+	// the joined rows
+	filters []ast.ExprNode
+	wild    int
 }
 
 // planJoin parses the statement again (the caller's copy may be half
@@ -450,8 +456,9 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 			return refuse("a condition on both tables in WHERE that is not an equality of an expression of each (%s) is not supported; "+
 				"filter those rows in the application", textOf(e))
 		case m == 2 && left:
-			return refuse("a WHERE condition on the right table of a LEFT JOIN (%s) is not supported; "+
-				"put it in the ON clause if it only selects the matching rows, or filter in the application", textOf(e))
+			// Applies after the join, to the NULL row too: its truth is
+			// a column of the right table's rows, checked by the proxy.
+			sides[1].filters = append(sides[1].filters, e)
 		case m == 2:
 			sides[1].conds = append(sides[1].conds, e)
 		default:
@@ -644,7 +651,10 @@ func (b *builder) planJoin(params bool) (*Plan, error) {
 				&ast.SelectField{Expr: &ast.FuncCallExpr{FnName: ast.NewCIStr("WEIGHT_STRING"), Args: []ast.ExprNode{
 					&ast.FuncCallExpr{FnName: ast.NewCIStr("RTRIM"), Args: []ast.ExprNode{k}}}}})
 		}
-		js.Sorts = len(s.sorts)
+		for _, e := range s.filters {
+			st.Fields.Fields = append(st.Fields.Fields, &ast.SelectField{Expr: &ast.IsTruthExpr{Expr: &ast.ParenthesesExpr{Expr: e}, True: 1}})
+		}
+		js.Sorts, js.Filters = len(s.sorts), len(s.filters)
 		st.Where = andOf(s.conds)
 		if i == 0 && len(order) > 0 {
 			st.OrderBy = &ast.OrderByClause{Items: order}

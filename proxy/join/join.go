@@ -123,7 +123,7 @@ func Run(env Env, pl Planner, c Config) error {
 	if err != nil {
 		return err
 	}
-	if r.innerVis = len(r.innerCols) - 2*r.jp.Keys - 2*r.jp.Sides[1].Sorts; r.innerVis < 0 || nullRow == nil {
+	if r.innerVis = len(r.innerCols) - 2*r.jp.Keys - 2*r.jp.Sides[1].Sorts - r.jp.Sides[1].Filters; r.innerVis < 0 || nullRow == nil {
 		return fail("keyshard: cross-shard join %s: the NULL row of %s did not come back", r.jp.Name, r.jp.Sides[1].Table)
 	}
 	if r.null, err = split(nullRow, len(r.innerCols), nil); err != nil {
@@ -291,12 +291,28 @@ func (r *runner) flush() error {
 			ms = [][][]byte{r.null}
 		}
 		for _, m := range ms {
+			if !r.pass(m) {
+				continue
+			}
 			if err := r.emit(cells, m); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// pass reports whether an inner row (or the NULL row) passes the WHERE
+// conditions on a LEFT JOIN's right table (their truth is its last
+// columns).
+func (r *runner) pass(inner [][]byte) bool {
+	n := r.jp.Sides[1].Filters
+	for _, v := range inner[len(inner)-n:] {
+		if string(v) != "1" {
+			return false
+		}
+	}
+	return true
 }
 
 // emit sends one joined row, after the offset and up to the count (or

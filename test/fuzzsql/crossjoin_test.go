@@ -85,7 +85,9 @@ func (g *gen) crossJoinQuery() stmt {
 	if g.chance(60) {
 		conds = append(conds, func() { g.pred(&w, th, "x.") })
 	}
-	if !left && g.chance(30) {
+	if g.chance(30) {
+		// On y: for a LEFT JOIN, checked on the joined rows (the NULL
+		// row's too).
 		conds = append(conds, func() { g.colPred(&w, pick(g.r, y.cols[1:]), "y.") })
 	}
 	for i, c := range conds {
