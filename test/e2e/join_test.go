@@ -148,9 +148,9 @@ func TestJoinAcrossShards(t *testing.T) {
 	// What the proxy's join cannot do is refused with the construct and a
 	// way around it.
 	for q, want := range map[string]string{
-		"SELECT COUNT(*) FROM ord JOIN item ON i_id = o_item":                       "aggregate COUNT() is not supported",
-		"SELECT o_id + i_id FROM ord JOIN item ON i_id = o_item":                    "a select-list expression over both tables",
-		"SELECT o_id FROM ord RIGHT JOIN item ON i_id = o_item":                     "write it as a LEFT JOIN",
+		"SELECT COUNT(*) FROM ord JOIN item ON i_id = o_item":    "aggregate COUNT() is not supported",
+		"SELECT o_id + i_id FROM ord JOIN item ON i_id = o_item": "a select-list expression over both tables",
+		"SELECT o_id FROM ord RIGHT JOIN item ON i_id = o_item":  "write it as a LEFT JOIN",
 	} {
 		_, _, err := mgFetch(ctx, ks, false, q)
 		var me *mysql.MySQLError
