@@ -27,7 +27,8 @@
 //	   │                               statement shape, bound to the literals
 //	   ▼
 //	engine.Engine                      proxy/engine: relay to one node,
-//	   │                               fan-out, streaming merge, CALL,
+//	   │                               fan-out, streaming merge, joins
+//	   │                               across shards (proxy/join), CALL,
 //	   │                               prepared executions, cursors; writes
 //	   │                               over several nodes through proxy/xa
 //	   │  Lease.Acquire / Release      proxy/engine/lease.go: which backend
@@ -114,6 +115,10 @@
 //     wire and sock) of keyshard's packages.
 //   - proxy/merge: cross-shard merges (sort, group, aggregate); imports
 //     router and backend/wire, never proxy, proxy/engine or backend.
+//   - proxy/join: the joins across shards the router plans
+//     (router.JoinPlan): a nested loop with batched lookups; declares Env
+//     and Planner (proxy/engine implements Env); imports router,
+//     proxy/merge and backend/wire, never proxy, proxy/engine or backend.
 //   - proxy/config: ks.yaml: types, strict decode, Validate; imports
 //     router's configuration types.
 //   - proxy/cluster: the etcd store of the shared config; proxy/digest:

@@ -7,6 +7,7 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/engine"
+	"github.com/keyshard/keyshard/proxy/join"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -119,10 +120,18 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	if err != nil {
 		return true, s.fail(err)
 	}
+	if rt.Join != nil {
+		return true, s.eng.Join(joinPlanner(s), rt.Join, lits, false)
+	}
 	if len(rt.Routes) == 1 && len(pl.ReadNodes()) > 0 {
 		rt.Routes[0].Node = s.readNode(pl, s.nodes[rt.Routes[0].Node]).Name
 	}
 	return true, s.runText(rt, pl, info)
+}
+
+// joinPlanner plans the sides of a join across shards for session s.
+func joinPlanner(s *Session) join.Planner {
+	return join.SchemaPlanner{Schema: s.route, Parser: s.getParser(), DB: s.vars.DB}
 }
 
 // readNode is where a statement runs that only reads global tables: the
@@ -242,6 +251,11 @@ func (s *Session) explainShard(stmt string) error {
 			}
 			if rt.Merge != "" {
 				return s.fail(engine.MergeErr(rt, pl))
+			}
+			if j := rt.Join; j != nil {
+				tl := router.TextLiterals(lits)
+				rows = append(rows, []string{"(join: outer)", j.Sides[0].Table, j.SideSQL(0, tl)},
+					[]string{"(join: lookup)", j.Sides[1].Table, j.LookupSQL(tl, []string{"..."})})
 			}
 			for _, e := range rt.Explain() {
 				rows = append(rows, []string{e[0], e[1], e[2]})

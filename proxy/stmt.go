@@ -429,6 +429,9 @@ func (t *stmtTable) stmtExecute(st *prepared, p []byte) error {
 	if err != nil {
 		return s.fail(err)
 	}
+	if rt.Join != nil {
+		return s.eng.Join(joinPlanner(s), rt.Join, lits, true)
+	}
 	return s.eng.Route(rt, st.plan, engine.Run{Kind: st.kind, Read: st.read, Cursor: x.cursor, Send: x.sendLeg,
 		One: func(n *backend.Node, r *router.Route) error {
 			var params []int

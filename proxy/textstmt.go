@@ -128,6 +128,9 @@ func (t *stmtTable) textExecute(sql string, info router.Info) (handled bool, err
 	if err := s.bindPlan(st.plan, rt, lits, st.prefix); err != nil {
 		return true, s.fail(err)
 	}
+	if rt.Join != nil {
+		return true, s.eng.Join(joinPlanner(s), rt.Join, lits, false)
+	}
 	return true, s.runText(rt, st.plan, router.Info{Kind: st.kind})
 }
 

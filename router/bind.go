@@ -277,6 +277,9 @@ type Routing struct {
 	Spec          *MergeSpec
 	Offset, Count int64
 	Args          []any
+	// Join is set when the statement is a join the proxy runs (package
+	// proxy/join): nothing else is.
+	Join *JoinPlan
 
 	// Inline storage: a routing to one sub-table (the common case) needs
 	// no allocation beyond the Routing itself and its SQL.
@@ -319,6 +322,10 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 	}
 	if p.copies != nil {
 		return p.bindCopies(rt, lits, prefix)
+	}
+	if p.join != nil {
+		rt.Join = p.join
+		return nil
 	}
 	t := p.tables[0]
 	var nameBuf [4]string
@@ -386,8 +393,16 @@ func (p *Plan) BindTo(rt *Routing, lits []Literal, prefix string) error {
 	if len(p.unsharded) > 0 {
 		for _, r := range rt.Routes {
 			if r.Node != p.def {
-				return errorf("cross-shard join not supported: unsharded table %s lives on default node %s, but sharded %s needs node %s",
+				if p.fallback != nil {
+					*rt = Routing{Join: p.fallback}
+					return nil
+				}
+				err := errorf("cross-shard join not supported: unsharded table %s lives on default node %s, but sharded %s needs node %s",
 					p.unsharded[0], p.def, t.Table, r.Node)
+				if p.joinWhy != "" {
+					err.Msg += "; " + p.joinWhy
+				}
+				return err
 			}
 		}
 	}
@@ -589,6 +604,9 @@ func hasParams(lits []Literal) bool {
 // literals say: a prepared statement is prepared there to learn its
 // parameter and column definitions. It returns the node and the SQL.
 func (p *Plan) Probe(lits []Literal, prefix string) (node, sql string) {
+	if p.join != nil {
+		return p.def, p.join.probeSQL(lits, prefix)
+	}
 	t := p.tables[0]
 	names := make([]string, len(p.tables))
 	for j, tr := range p.tables {

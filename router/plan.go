@@ -51,6 +51,9 @@ type Plan struct {
 	unsharded []string   // unsharded tables also referenced: the route must be the default node
 	copies    []string   // a statement on global table tables[0]: the nodes it runs on, as written
 	readNodes []string   // a read of global tables only: the nodes that could answer it
+	join      *JoinPlan  // a join the proxy runs (join.go)
+	fallback  *JoinPlan  // the join the proxy runs when the sub-tables bound are not all on the default node
+	joinWhy   string     // why a join with a table of the default node cannot run in the proxy
 	def       string     // default node
 	nparams   int
 }
@@ -206,7 +209,7 @@ func (s *Schema) buildWith(cols *Columns, p *Parser, text, db string, kind Kind,
 		// comment it skips, say): binding by order would be wrong.
 		return nil, errors.New("parameters do not line up with the literals")
 	}
-	b := &builder{s: s, cols: cols, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default}}
+	b := &builder{s: s, cols: cols, db: strings.ToLower(db), plan: &Plan{Kind: PlanDefault, Stmt: kind, def: s.Default}, p: p, text: text}
 	if params {
 		b.base = nlits
 	}
@@ -234,6 +237,8 @@ type builder struct {
 	globals bool       // the statement names a global table
 	base    int        // the statement's parameters: ids from a sequence are numbered after them
 	nseq    int        // ids an INSERT takes from a sequence
+	p       *Parser    // the session's parser, and
+	text    string     // the text it planned: a join the proxy runs parses it again (join.go)
 }
 
 func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
@@ -268,6 +273,18 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	if len(sharded) == 0 {
 		return b.plan, nil
 	}
+	if _, ok := stmt.(*ast.SelectStmt); ok && len(b.plan.unsharded) > 0 && len(sharded) == 1 && len(globals) == 0 &&
+		len(b.refs) == 2 && !sharded[0].rule.onlyOn(b.plan.def) {
+		// A sharded table with a table of the default node, whose
+		// sub-tables are not all there: joined in the proxy when the
+		// statement reaches a sub-table off the default node.
+		jpl, err := b.planJoin(params)
+		if err == nil {
+			b.plan.fallback = jpl.join
+		} else if !errors.Is(err, errNoJoin) {
+			b.plan.joinWhy = strings.TrimPrefix(err.Error(), "keyshard: ")
+		}
+	}
 	if pl, err := b.pushdown(stmt, params); pl != nil || err != nil {
 		return pl, err // UNION, INSERT ... SELECT: pushdown.go
 	}
@@ -298,13 +315,13 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	}
 	for _, t := range pl.tables[1:] {
 		if why := pl.tables[0].differ(t); why != "" {
-			return nil, errorf("cross-shard join not supported: %s (%s) and %s (%s) do not place equal keys together: %s",
-				pl.tables[0].Table, pl.tables[0].layout(), t.Table, t.layout(), why)
+			return b.joinOr(params, errorf("cross-shard join not supported: %s (%s) and %s (%s) do not place equal keys together: %s",
+				pl.tables[0].Table, pl.tables[0].layout(), t.Table, t.layout(), why))
 		}
 	}
 	if b.an != nil {
 		if err := b.an.colocate(); err != nil {
-			return nil, err
+			return b.joinOr(params, err)
 		}
 		pl.same = b.an.same
 	}

@@ -104,6 +104,9 @@ type planCase struct {
 	// parameters the rewritten SQL takes when not all in order.
 	Args   []any   `json:"args,omitempty"`
 	Params [][]int `json:"params,omitempty"`
+	// Join is a join the proxy runs: its name, the outer side's statement,
+	// the inner side's looking up ?v, and the inner side's NULL row.
+	Join []string `json:"join,omitempty"`
 }
 
 // TestPlanGolden plans every query in testdata/*_cases.json and compares
@@ -195,6 +198,12 @@ func runCase(s *Schema, p *Parser, c *planCase) planCase {
 	rt, err := pl.Bind(lits, LeadingComments(c.Query[:info.Start]))
 	if err != nil {
 		out.Error = err.Error()
+		return out
+	}
+	if rt.Join != nil {
+		tl := TextLiterals(lits)
+		out.Plan = "join"
+		out.Join = []string{rt.Join.Name, rt.Join.SideSQL(0, tl), rt.Join.LookupSQL(tl, []string{"?v"}), rt.Join.SideSQL(1, tl)}
 		return out
 	}
 	out.Routes = rt.Explain()

@@ -180,7 +180,7 @@ func runSeed(t *testing.T, seed uint64, n int) tally {
 				res.bothErr[fmt.Sprint(errno(ks.err))]++
 			}
 			if os.Getenv("KS_FUZZSQL_TRACE") != "" {
-				t.Logf("%d: %s -> %v", i, s.text, ks.err)
+				t.Logf("%d: %s -> %v (%d rows)", i, s.text, ks.err, len(ks.rows))
 			}
 		default:
 			res.different++

@@ -1087,7 +1087,9 @@ func (g *gen) next() stmt {
 		return g.aggQuery(t)
 	case r < 16:
 		return g.groupQuery(t)
-	default:
+	case r < 18:
 		return g.joinQuery()
+	default:
+		return g.crossJoinQuery()
 	}
 }

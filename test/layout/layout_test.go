@@ -22,6 +22,7 @@ var forbidden = map[string][]string{
 	"backend":         {"router", "proxy/..."},
 	"backend/wire":    {"backend", "router", "proxy/..."},
 	"proxy/merge":     {"proxy", "proxy/engine", "backend"},
+	"proxy/join":      {"proxy", "proxy/engine", "proxy/admin", "proxy/control", "backend", "cmd/keyshard"},
 	"proxy/control":   {"proxy", "proxy/admin", "cmd/keyshard"},
 	"proxy/blacklist": {"proxy", "proxy/engine", "backend"},
 	"proxy/xa":        {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
