@@ -225,12 +225,8 @@ func (b *builder) buildMerge(st *ast.SelectStmt) (*MergeSpec, error) {
 			m.wild = true
 		}
 	}
-	for _, f := range m.fields {
-		if f.Expr != nil {
-			if w := findWindow(f.Expr); w != "" {
-				return nil, unsupported("window function %s over several sub-tables is not supported", w)
-			}
-		}
+	if why := b.windowWhy(st); why != "" {
+		return nil, unsupported("%s", why)
 	}
 	aggs := false
 	for _, f := range m.fields {
