@@ -197,4 +197,3 @@ func cloneSelect(sel *ast.SelectStmt) (*ast.SelectStmt, error) {
 	}
 	return c, nil
 }
-
