@@ -907,15 +907,6 @@ func hasAgg(e ast.Node) bool {
 	return v.found != "" && !strings.HasPrefix(v.found, "window")
 }
 
-func findWindow(e ast.Node) string {
-	v := &aggFinder{}
-	e.Accept(v)
-	if strings.HasPrefix(v.found, "window") {
-		return v.found[len("window function "):]
-	}
-	return ""
-}
-
 // String describes the merge, for EXPLAIN and tests: the sort keys (hidden
 // columns), grouping, aggregates, re-sort and limit.
 func (s *MergeSpec) String() string {

@@ -163,6 +163,7 @@ func (b *builder) pushdown(stmt ast.StmtNode, params bool) (*Plan, error) {
 		if st.Select == nil {
 			return nil, nil
 		}
+		var source *tableRef
 		for _, r := range b.refs {
 			if r.rule == nil || r.rule.Global {
 				continue
@@ -170,6 +171,17 @@ func (b *builder) pushdown(stmt ast.StmtNode, params bool) (*Plan, error) {
 			if st.Table != nil && st.Table.TableRefs != nil {
 				if ts, ok := st.Table.TableRefs.Left.(*ast.TableSource); ok && ts.Source == ast.ResultSetNode(r.tn) {
 					return b.buildInsertSelect(st, r, params)
+				}
+			}
+			if source == nil {
+				source = r
+			}
+		}
+		if source != nil && st.Table != nil && st.Table.TableRefs != nil {
+			if ts, ok := st.Table.TableRefs.Left.(*ast.TableSource); ok {
+				if tn, ok := ts.Source.(*ast.TableName); ok {
+					return nil, errorf("INSERT ... SELECT into %s, which is not sharded, from sharded table %s is not supported: "+
+						"its rows are on several sub-tables; read them and insert them with INSERT ... VALUES", tn.Name.O, source.rule.Table)
 				}
 			}
 		}
@@ -332,7 +344,8 @@ func (b *builder) buildInsertSelect(st *ast.InsertStmt, target *tableRef, params
 	for _, r := range a.sharded {
 		if why := t.differ(r.rule); why != "" {
 			return nil, errorf("INSERT ... SELECT into sharded table %s (%s) from sharded table %s (%s) is not supported: "+
-				"they do not place equal keys together (%s)", t.Table, t.layout(), r.rule.Table, r.rule.layout(), why)
+				"they do not place equal keys together (%s); read the rows and insert them with INSERT ... VALUES, "+
+				"which keyshard routes row by row", t.Table, t.layout(), r.rule.Table, r.rule.layout(), why)
 		}
 	}
 	cols := make([]string, 0, len(st.Columns))
