@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -22,8 +23,15 @@ import (
 // the sub-tables, its ? each once. It changes nothing and says why (""
 // when done) for a WITH it cannot rewrite: the refusal should the WITH
 // name a sharded table (%s: the table).
-func inlineWith(sel *ast.SelectStmt) (string, func(), error) {
+func inlineWith(sel *ast.SelectStmt, sharded func(*ast.TableName) bool) (string, func(), error) {
 	w := sel.With
+	names := &tableNames{}
+	for _, c := range w.CTEs {
+		c.Query.Accept(names)
+	}
+	if !slices.ContainsFunc(names.names, sharded) {
+		return "", nil, nil // as written: no sharded table in a CTE
+	}
 	if w.IsRecursive {
 		return "WITH RECURSIVE naming sharded table %s is not supported: its rows would come from every sub-table; " +
 			"read the rows and recurse in the application", nil, nil
@@ -62,12 +70,12 @@ func inlineWith(sel *ast.SelectStmt) (string, func(), error) {
 	bodies := map[string]*ast.SelectStmt{}
 	r := &cteReplacer{bodies: bodies, used: map[string]bool{}}
 	var named []*ast.SelectField
-	var names []ast.CIStr
+	var asNames []ast.CIStr
 	for _, c := range w.CTEs {
 		q := c.Query.Query.(*ast.SelectStmt)
 		for i, name := range c.ColNameList {
 			f := q.Fields.Fields[i]
-			named, names = append(named, f), append(names, f.AsName)
+			named, asNames = append(named, f), append(asNames, f.AsName)
 			f.AsName = name
 		}
 		r.replace(q)
@@ -82,7 +90,7 @@ func inlineWith(sel *ast.SelectStmt) (string, func(), error) {
 			d.ts.Source, d.ts.AsName = d.tn, d.as
 		}
 		for i, f := range named {
-			f.AsName = names[i]
+			f.AsName = asNames[i]
 		}
 	}
 	if r.err != nil {

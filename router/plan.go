@@ -248,7 +248,10 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	}
 	cteWhy, undoWith := "", func() {}
 	if sel, ok := stmt.(*ast.SelectStmt); ok && sel.With != nil {
-		why, undo, err := inlineWith(sel) // cte.go
+		why, undo, err := inlineWith(sel, func(tn *ast.TableName) bool { // cte.go
+			r := b.ddlRule(tn)
+			return r != nil && !r.Global
+		})
 		if err != nil {
 			return nil, err
 		}

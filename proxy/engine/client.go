@@ -54,6 +54,10 @@ type Client struct {
 // batch run one by one, each answer followed by the next.
 func (c *Client) SetMore(on bool) { c.more = on }
 
+// More reports whether SetMore is on: the answer being written is not the
+// command's last.
+func (c *Client) More() bool { return c.more }
+
 // withMore returns status with SERVER_MORE_RESULTS_EXISTS while SetMore is on.
 func (c *Client) withMore(status uint16) uint16 {
 	if c.more {

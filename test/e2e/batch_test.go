@@ -139,6 +139,28 @@ func TestBatchSharded(t *testing.T) {
 	}
 	same("SELECT 5; SELECT 6")
 
+	// With the result cache: a cached answer is never replayed for a
+	// statement of a batch but its last (it would not say that another
+	// follows), nor is such a statement's answer kept.
+	cp := startProxy(t, pushYAML("%ADDR%")+"result_cache_mb: 8\nresult_cache_entry_kb: 4\nresult_cache_rules:\n"+
+		"  - table: push_e2e.orders\n    ttl: 600s\n")
+	cks := cp.open(t, "ks:ks", "push_e2e", "multiStatements=true")
+	cks.SetMaxOpenConns(1)
+	const hot = "SELECT o_id, o_amount FROM orders WHERE o_w_id = 2 ORDER BY o_d_id, o_id"
+	for range 3 {
+		queryRows(t, cks, hot)
+	}
+	for _, batch := range []string{hot + "; SELECT 7", "SELECT 8; " + hot, hot + "; " + hot + "; SELECT 9"} {
+		got, gerr := batchResults(ctx, cks, batch)
+		want, werr := batchResults(ctx, ref, batch)
+		if gerr != nil || werr != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s with the result cache:\n got  %v %v\n want %v %v", batch, got, gerr, want, werr)
+		}
+	}
+	if got := queryRows(t, cks, "SELECT 10"); fmt.Sprint(got) != "[[10]]" {
+		t.Errorf("after the batches: %v", got)
+	}
+
 	// The same with CLIENT_DEPRECATE_EOF (go-mysql's client; the driver
 	// above reads classic EOFs): each answer, its rows, affected rows and
 	// whether another follows, as the server gives them.
