@@ -57,7 +57,8 @@
 //     (frontend.Server: Settings, NewHandler, Answer, Event).
 //   - session.go: Session, login and COM_CHANGE_USER (Login), the command
 //     dispatch (Command), USE and COM_SET_OPTION.
-//   - query.go: COM_QUERY, statement class by class (queryClasses).
+//   - query.go: COM_QUERY, statement class by class (queryClasses);
+//     batch.go: multi-statement batches run statement by statement.
 //   - checks.go: privileges (user_list) and the SQL blacklist.
 //   - routed.go, introspect.go, textstmt.go: statements on sharded tables,
 //     SHOW / DESCRIBE / information_schema of them, text PREPARE.

@@ -33,6 +33,9 @@ type comQuery struct {
 	wrote     []string
 	wroteSet  bool
 	markWrite bool
+	// batch: the statements of a batch run one by one (batch.go), once
+	// this COM_QUERY is done with.
+	batch []string
 }
 
 // single reports whether the statement is one statement (not a batch).
@@ -122,7 +125,11 @@ func (s *Session) query(p []byte) error {
 			s.c.Log().Debug("catalog: reading the columns after DDL failed", zap.Error(cerr))
 		}
 	}
+	batch := q.batch
 	*q = comQuery{}
+	if batch != nil {
+		return runBatch(s, batch)
+	}
 	return err
 }
 
@@ -194,24 +201,6 @@ func qMarks(s *Session) (bool, error) {
 		// syntax error with the server's own message. The backend
 		// connection is synced to the client's setting: let it answer.
 		q.info.Flags &^= router.FlagMulti
-	}
-	return false, nil
-}
-
-// qBatch refuses the batches keyshard cannot run as one server would.
-func qBatch(s *Session) (bool, error) {
-	q := &s.q
-	if s.lease.Branches() > 0 {
-		return true, s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch inside a transaction over several nodes is not "+
-			"supported (it could end the transaction on one node only); send its statements one by one (the transaction is still open)"))
-	}
-	if s.route != nil && s.route.Sharded() {
-		if name := s.route.MentionsSharded(q.sql); name != "" {
-			// A batch goes to one node as it is: refuse it rather than run
-			// it where the sharded table does not exist.
-			return true, s.fail(newErr(errNotSupported, "keyshard: a multi-statement batch that names sharded table %s is not routed; "+
-				"send its statements one by one", name))
-		}
 	}
 	return false, nil
 }

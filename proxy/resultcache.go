@@ -292,7 +292,10 @@ func (u *cacheUse) key(sql string) []byte {
 func (u *cacheUse) lookup(sql string, info router.Info) (handled bool, fill func(error), err error) {
 	s := u.s
 	r := s.snap.cacheRules
-	if r == nil || !u.cacheable(info) {
+	if r == nil || !u.cacheable(info) || s.cl.More() {
+		// A statement of a batch but its last: its answer ends with
+		// SERVER_MORE_RESULTS_EXISTS (batch.go), which a cached answer
+		// does not say, nor may a kept one.
 		return false, nil, nil
 	}
 	ttl, byTable := u.ttl(r, sql, info)

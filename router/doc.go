@@ -16,7 +16,10 @@
 // hands over with Schema.SetColumns, tell which table an unqualified column
 // belongs to. A UNION of co-located SELECTs and an INSERT ... SELECT
 // between co-located tables run whole on each sub-table index they may
-// touch, where that is exact (pushdown.go).
+// touch, where that is exact (pushdown.go). A window function partitioned
+// by the shard key is exact on each sub-table (window.go); a non-recursive
+// CTE is planned as the derived tables it stands for and sent as written
+// (cte.go). Parser.SplitBatch splits a multi-statement batch (batch.go).
 //
 // router does no I/O and never imports backend or proxy; the TiDB parser is
 // not goroutine-safe, so each session owns a Parser.

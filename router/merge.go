@@ -225,12 +225,8 @@ func (b *builder) buildMerge(st *ast.SelectStmt) (*MergeSpec, error) {
 			m.wild = true
 		}
 	}
-	for _, f := range m.fields {
-		if f.Expr != nil {
-			if w := findWindow(f.Expr); w != "" {
-				return nil, unsupported("window function %s over several sub-tables is not supported", w)
-			}
-		}
+	if why := b.windowWhy(st); why != "" {
+		return nil, unsupported("%s", why)
 	}
 	aggs := false
 	for _, f := range m.fields {
@@ -909,15 +905,6 @@ func hasAgg(e ast.Node) bool {
 	v := &aggFinder{}
 	e.Accept(v)
 	return v.found != "" && !strings.HasPrefix(v.found, "window")
-}
-
-func findWindow(e ast.Node) string {
-	v := &aggFinder{}
-	e.Accept(v)
-	if strings.HasPrefix(v.found, "window") {
-		return v.found[len("window function "):]
-	}
-	return ""
 }
 
 // String describes the merge, for EXPLAIN and tests: the sort keys (hidden

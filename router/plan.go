@@ -251,6 +251,20 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		// SHOW, SET, transaction control, ...: the default node.
 		return b.plan, nil
 	}
+	cteWhy, undoWith := "", func() {}
+	if sel, ok := stmt.(*ast.SelectStmt); ok && sel.With != nil {
+		why, undo, err := inlineWith(sel, func(tn *ast.TableName) bool { // cte.go
+			r := b.ddlRule(tn)
+			return r != nil && !r.Global
+		})
+		if err != nil {
+			return nil, err
+		}
+		cteWhy = why
+		if undo != nil {
+			undoWith = undo
+		}
+	}
 	b.collect(stmt)
 	var sharded, globals []*tableRef
 	for _, r := range b.refs {
@@ -297,6 +311,9 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 		// A sharded table in a subquery must be one the analysis placed
 		// (not in a UNION, a CTE, an INSERT's SELECT), repeats included.
 		if r.subquery && r.rule != nil && !r.rule.Global && (b.an == nil || b.an.srcOf[r] == nil) {
+			if cteWhy != "" {
+				return nil, errorf(cteWhy, r.rule.Table)
+			}
 			return nil, errorf("sharded table %s in %s is not supported", r.rule.Table, construct(stmt, r.tn))
 		}
 	}
@@ -331,6 +348,11 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	case *ast.SelectStmt:
 		where = st.Where
 		pl.merge = selectMerge(st)
+		if strings.HasPrefix(pl.merge, "window function") {
+			// Only window functions: exact per sub-table when each
+			// partition lives in one (window.go).
+			pl.merge = b.windowWhy(st)
+		}
 	case *ast.SetOprStmt:
 		pl.merge = "UNION over several sub-tables is not supported"
 	case *ast.UpdateStmt:
@@ -371,6 +393,7 @@ func (b *builder) build(stmt ast.StmtNode, params bool) (*Plan, error) {
 	if sel, ok := stmt.(*ast.SelectStmt); ok {
 		b.aliases = nameFields(sel, params)
 	}
+	undoWith() // the WITH as the client wrote it, its tables renamed below
 	if params {
 		replaceParams(stmt, &pl.nparams)
 	}

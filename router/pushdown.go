@@ -345,7 +345,8 @@ func (b *builder) buildInsertSelect(st *ast.InsertStmt, target *tableRef, params
 	for _, r := range a.sharded {
 		if why := t.differ(r.rule); why != "" {
 			return nil, errorf("INSERT ... SELECT into sharded table %s (%s) from sharded table %s (%s) is not supported: "+
-				"they do not place equal keys together (%s)", t.Table, t.layout(), r.rule.Table, r.rule.layout(), why)
+				"they do not place equal keys together (%s); read the rows and insert them with INSERT ... VALUES, "+
+				"which keyshard routes row by row", t.Table, t.layout(), r.rule.Table, r.rule.layout(), why)
 		}
 	}
 	cols := make([]string, 0, len(st.Columns))

@@ -1042,45 +1042,48 @@ func (a *analysis) keepsSubTable(sc *scope) string {
 	if sel.Limit != nil {
 		return "has LIMIT: each sub-table would apply it to its own rows"
 	}
-	agg := sel.GroupBy != nil || sel.Having != nil
-	if sel.Fields != nil {
-		v := &aggFinder{}
-		for _, f := range sel.Fields.Fields {
-			if f.Expr != nil {
-				f.Expr.Accept(v)
-			}
-		}
-		if v.found != "" {
-			if strings.HasPrefix(v.found, "window") {
-				return fmt.Sprintf("uses %s over rows of every sub-table", v.found)
-			}
-			agg = true
+	agg := sel.GroupBy != nil || sel.Having != nil || hasAggFields(sel)
+	for _, w := range windowFuncs(sel) {
+		// Exact when each partition is on one sub-table (window.go).
+		if pb := partitionOf(sel, &w.Spec); pb == nil || !a.byKey(sc, pb.Items) {
+			return fmt.Sprintf("uses window function %s() over rows of every sub-table: partition it by the shard key",
+				strings.ToUpper(w.Name))
 		}
 	}
 	if !agg {
 		return ""
 	}
+	if sel.GroupBy != nil && a.byKey(sc, sel.GroupBy.Items) {
+		return ""
+	}
+	return "aggregates rows of several sub-tables: group it by the shard key"
+}
+
+// byKey reports whether items (a GROUP BY or PARTITION BY of scope sc)
+// have a column tied to the shard key of sc's sharded tables.
+func (a *analysis) byKey(sc *scope, items []*ast.ByItem) bool {
 	srcs, keys := a.keyNodes(sc)
-	if sel.GroupBy != nil && len(srcs) > 0 {
-		for _, it := range sel.GroupBy.Items {
-			c, ok := it.Expr.(*ast.ColumnNameExpr)
-			if !ok {
-				continue
-			}
-			n, ok := a.resolve(sc, c.Name)
-			if !ok {
-				continue
-			}
-			for _, ks := range keys {
-				for _, k := range ks {
-					if sc.uf.find(n) == sc.uf.find(k) {
-						return ""
-					}
+	if len(srcs) == 0 {
+		return false
+	}
+	for _, it := range items {
+		c, ok := stripParens(it.Expr).(*ast.ColumnNameExpr)
+		if !ok {
+			continue
+		}
+		n, ok := a.resolve(sc, c.Name)
+		if !ok {
+			continue
+		}
+		for _, ks := range keys {
+			for _, k := range ks {
+				if sc.uf.find(n) == sc.uf.find(k) {
+					return true
 				}
 			}
 		}
 	}
-	return "aggregates rows of several sub-tables: group it by the shard key"
+	return false
 }
 
 // narrow returns the key conditions the constants fix beyond those condOf

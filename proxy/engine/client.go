@@ -42,6 +42,65 @@ type Client struct {
 	// gone is the first such failure.
 	draining bool
 	gone     error
+	// more: the answer being written is not the command's last (a
+	// statement of a batch keyshard runs one by one), so the packet that
+	// ends it says SERVER_MORE_RESULTS_EXISTS.
+	more bool
+	mbuf []byte
+}
+
+// SetMore, on, marks the end of every answer written until it is turned
+// off with SERVER_MORE_RESULTS_EXISTS: the statements of a multi-statement
+// batch run one by one, each answer followed by the next.
+func (c *Client) SetMore(on bool) { c.more = on }
+
+// More reports whether SetMore is on: the answer being written is not the
+// command's last.
+func (c *Client) More() bool { return c.more }
+
+// withMore returns status with SERVER_MORE_RESULTS_EXISTS while SetMore is on.
+func (c *Client) withMore(status uint16) uint16 {
+	if c.more {
+		return status | wire.StatusMoreResultsExists
+	}
+	return status
+}
+
+// moreIn returns p, an OK, EOF or 0xfe-headed OK packet whose status is
+// status, with SERVER_MORE_RESULTS_EXISTS set while SetMore is on (a copy
+// when it changes).
+func (c *Client) moreIn(p []byte, status uint16) []byte {
+	if !c.more || status&wire.StatusMoreResultsExists != 0 || len(p) == 0 {
+		return p
+	}
+	at := 3 // an EOF: header, warnings, then the status
+	if !wire.IsOldEOF(p) {
+		at = 1
+		// header, affected rows, insert id, then the status.
+		for range 2 {
+			if at >= len(p) {
+				return p
+			}
+			switch h := p[at]; {
+			case h < 0xfb:
+				at++
+			case h == 0xfc:
+				at += 3
+			case h == 0xfd:
+				at += 4
+			case h == 0xfe:
+				at += 9
+			default:
+				return p
+			}
+		}
+	}
+	if at+2 > len(p) {
+		return p
+	}
+	c.mbuf = append(c.mbuf[:0], p...)
+	c.mbuf[at] |= byte(wire.StatusMoreResultsExists)
+	return c.mbuf
 }
 
 // Drain, on, makes a failed write to the client no reason to stop
@@ -135,7 +194,7 @@ func (c *Client) Error(err error) {
 
 // OK writes an OK packet.
 func (c *Client) OK(affected, insertID uint64, status, warnings uint16, info string) error {
-	c.buf = wire.AppendOK(c.buf[:0], affected, insertID, status, warnings, info)
+	c.buf = wire.AppendOK(c.buf[:0], affected, insertID, c.withMore(status), warnings, info)
 	return c.Packet(c.buf)
 }
 
@@ -147,13 +206,14 @@ func (c *Client) UseOK(status uint16, db string, track bool) error {
 		return c.OK(0, 0, status, 0, "")
 	}
 	var st [80]byte
-	c.buf = wire.AppendOKState(c.buf[:0], 0, 0, status, 0, "", wire.AppendTrackSchema(st[:0], db))
+	c.buf = wire.AppendOKState(c.buf[:0], 0, 0, c.withMore(status), 0, "", wire.AppendTrackSchema(st[:0], db))
 	return c.Packet(c.buf)
 }
 
 // ResultEnd writes the packet that ends a result set keyshard writes
 // itself: an EOF, or with CLIENT_DEPRECATE_EOF the 0xfe-headed OK.
 func (c *Client) ResultEnd(warnings, status uint16) error {
+	status = c.withMore(status)
 	if c.DeprecateEOF() {
 		c.buf = wire.AppendResultEndOK(c.buf[:0], warnings, status)
 	} else {
@@ -186,7 +246,7 @@ func (c *Client) RelayOK(p []byte, status uint16) error {
 		c.buf = wire.StripState(c.buf[:0], p)
 		p = c.buf
 	}
-	return c.Packet(p)
+	return c.Packet(c.moreIn(p, status))
 }
 
 // RelayEnd relays the backend's terminator rp of a result set's rows (a
@@ -196,6 +256,10 @@ func (c *Client) RelayOK(p []byte, status uint16) error {
 // ask for), else converted. rp is one physical packet.
 func (c *Client) RelayEnd(rp []byte, warnings, status uint16) error {
 	old := wire.IsOldEOF(rp)
+	if c.more && status&wire.StatusMoreResultsExists == 0 {
+		rp = c.moreIn(rp, status)
+		status |= wire.StatusMoreResultsExists
+	}
 	if !c.DeprecateEOF() {
 		if old {
 			return c.Raw(rp) // the server's own

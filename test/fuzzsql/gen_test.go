@@ -1069,6 +1069,9 @@ func (g *gen) next() stmt {
 		if t.name == "th" && g.chance(15) {
 			return g.joinWrite()
 		}
+		if (t.name == "th" || t.name == "th2") && g.chance(15) {
+			return g.insertSelect() // gen36_test.go
+		}
 		switch r := g.r.IntN(10); {
 		case r < 4 || n < 20 && r < 7:
 			return g.insert(t)
@@ -1078,7 +1081,13 @@ func (g *gen) next() stmt {
 			return g.delete(t)
 		}
 	}
-	switch r := g.r.IntN(20); {
+	switch r := g.r.IntN(24); {
+	case r == 20:
+		return g.windowQuery(t) // gen36_test.go
+	case r == 21:
+		return g.cteQuery(t)
+	case r == 22:
+		return g.unionQuery()
 	case r < 6:
 		return g.rowsQuery(t)
 	case r < 8:
@@ -1089,7 +1098,9 @@ func (g *gen) next() stmt {
 		return g.groupQuery(t)
 	case r < 18:
 		return g.joinQuery()
-	default:
+	case r < 20:
 		return g.crossJoinQuery()
+	default:
+		return g.rowsQuery(t)
 	}
 }
