@@ -93,4 +93,3 @@ func TestWindowAndCTE(t *testing.T) {
 		wantErrContains(t, c.sql, err, 1235, c.msg)
 	}
 }
-
