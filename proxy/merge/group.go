@@ -344,7 +344,7 @@ func (m *Merger) finishGroup(empty bool) (stop bool, err error) {
 	}
 	keys := make([]value, len(sp.Final))
 	for j, f := range sp.Final {
-		keys[j] = cloneValue(m.eval(f.E))
+		keys[j] = cloneValue(m.sortKey(f.E))
 	}
 	m.final = append(m.final, finalRow{row: bytes.Clone(row), keys: keys})
 	return false, nil
