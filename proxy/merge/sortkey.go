@@ -1,6 +1,12 @@
 package merge
 
-import "github.com/keyshard/keyshard/router"
+import (
+	"fmt"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/backend/wire"
+	"github.com/keyshard/keyshard/router"
+)
 
 // maxScale is MariaDB's DECIMAL_MAX_SCALE: no item has more decimals.
 const maxScale = 38
@@ -71,4 +77,30 @@ func exactScale(v value) (int32, bool) {
 		return 0, true
 	}
 	return 0, false
+}
+
+// rangeErr is the error one server gives for a row whose computed BIGINT
+// column (an expression over aggregates: MAX(k)-MIN(k)) does not fit the
+// column's type: 1690, raised only for the rows it sends (keyshard's
+// sub-tables no longer compute such expressions: router.blankField).
+func rangeErr(v value, col Column, e *router.Expr) error {
+	if col.Type != wire.TypeLongLong || v.k != kDec {
+		return nil
+	}
+	i := round(v, 0).n
+	typ := "BIGINT"
+	if col.Flags&flagUnsigned != 0 {
+		typ = "BIGINT UNSIGNED"
+		if i.Sign() >= 0 && i.BitLen() <= 64 {
+			return nil
+		}
+	} else if i.IsInt64() {
+		return nil
+	}
+	text := e.Text
+	if text == "" {
+		text = "an expression over aggregates"
+	}
+	return &mysql.MyError{Code: mysql.ER_DATA_OUT_OF_RANGE, State: "22003",
+		Message: fmt.Sprintf("%s value is out of range in '%s'", typ, text)}
 }

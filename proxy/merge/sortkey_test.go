@@ -1,8 +1,11 @@
 package merge
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/keyshard/keyshard/router"
 )
 
@@ -32,6 +35,52 @@ func TestMergeResortRoundsToScale(t *testing.T) {
 			cfg := aggCfg()
 			cfg.Spec.Final = c.final
 			rows, _, err := run(t, cfg, srcs())
+			if err != nil {
+				t.Fatal(err)
+			}
+			eqStrings(t, "rows", textRows(t, rows, 6), c.want)
+		})
+	}
+}
+
+// MAX(age)-MIN(age) computed by the merge (the sub-tables send
+// IF(0, ..., NULL)) over a group spanning -2^63..2^63-1: 1690 when that
+// group is sent, nothing when the LIMIT skips it, with or without a
+// re-sort (test/fuzzsql seed 1, statement 7).
+func TestMergeComputedOverflow(t *testing.T) {
+	agg := func(i int) *router.Expr { return &router.Expr{Op: router.ExprAgg, Agg: i} }
+	span := &router.Expr{Op: router.ExprSub, Args: []*router.Expr{agg(4), agg(3)}, Text: "max(age) - min(age)"}
+	srcs := func() []Source {
+		return sources(
+			[][]byte{aggRow("a", 1, 1, 1, "-9223372036854775808", "-9223372036854775808"), aggRow("b", 1, 1, 1, "1", "2")},
+			[][]byte{aggRow("a", 1, 1, 1, "9223372036854775807", "9223372036854775807")},
+		)
+	}
+	for _, c := range []struct {
+		name          string
+		final         []router.FinalKey
+		offset, count int64
+		want          []string
+		err           bool
+	}{
+		{name: "the group sent", count: -1, err: true},
+		{name: "the group skipped", offset: 1, count: 1, want: []string{"b|1|1|1.0000|1|1"}},
+		{name: "re-sort, the group sent", final: []router.FinalKey{{E: agg(0), Desc: true}}, count: 1, err: true},
+		{name: "re-sort, the group skipped", final: []router.FinalKey{{E: agg(0), Desc: true}}, offset: 1, count: 1, want: []string{"b|1|1|1.0000|1|1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := aggCfg()
+			cfg.Spec.Fields[5] = span
+			cfg.Cols[5] = colLL
+			cfg.Spec.Final, cfg.Offset, cfg.Count = c.final, c.offset, c.count
+			rows, _, err := run(t, cfg, srcs())
+			var me *mysql.MyError
+			if c.err {
+				if !errors.As(err, &me) || me.Code != 1690 || !strings.Contains(me.Message, "BIGINT value is out of range in 'max(age) - min(age)'") {
+					t.Fatalf("want 1690, got %v", err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -99,6 +99,13 @@ func (ru *run) checkWarn(s *stmt) (why string, ks, ref answer) {
 		return "", ks, ref
 	}
 	if kw.count != rw.count {
+		if n := uint16(countPrefix(rw.list, "Warning 1526 ")); n > 0 && rw.count-kw.count == n && strings.HasPrefix(s.text, "INSERT IGNORE") {
+			// Known (README.md): keyshard leaves out the rows of an
+			// INSERT IGNORE that no sub-table holds without MariaDB's
+			// warning for each. Counted, not failed.
+			ru.warnIgnore1526++
+			return "", ks, ref
+		}
 		return fmt.Sprintf("warning counts differ: reference %d %q, keyshard %d %q", rw.count, rw.list, kw.count, kw.list), ks, ref
 	}
 	a, b := slices.Clone(kw.list), slices.Clone(rw.list)
@@ -131,4 +138,15 @@ func (ru *run) legs(q string) int {
 	}
 	defer r.Close()
 	return r.RowNumber()
+}
+
+// countPrefix counts the lines of list that begin with prefix.
+func countPrefix(list []string, prefix string) int {
+	n := 0
+	for _, l := range list {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
 }
