@@ -207,12 +207,16 @@ func (ru *run) step(res *tally, i int, s *stmt, prepared bool, on side) {
 	}
 	res.statements++
 	// What a minimal reproduction starts from: the rows of the
-	// tables the statement names, before it runs.
+	// tables the statement names, before it runs (a read's only once it
+	// differs: it changed nothing).
 	before := map[string][][]string{}
-	if on.tx == nil {
+	snapshot := func() {
 		for _, tb := range ru.tablesOf(s) {
 			before[tb.name] = fetch(context.Background(), on.ref, false, tableQuery(tb)).rows
 		}
+	}
+	if on.tx == nil && s.write {
+		snapshot()
 	}
 	var why string
 	var ks, ref answer
@@ -246,6 +250,9 @@ func (ru *run) step(res *tally, i int, s *stmt, prepared bool, on side) {
 			msg += on.tx.String()
 			on.tx.failed = true
 		} else {
+			if !s.write {
+				snapshot()
+			}
 			msg += ru.reproduce(s, prepared, fmt.Sprintf("seed %d, statement %d: %s", seed, i, why), before)
 		}
 		res.diffs = append(res.diffs, msg)
