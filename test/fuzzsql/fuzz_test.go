@@ -262,8 +262,9 @@ func (ru *run) step(res *tally, i int, s *stmt, prepared bool, on side) {
 		on.tx.add(s, prepared)
 	}
 	if s.write {
-		ru.g.rows[s.table.name] = len(fetch(context.Background(), on.ref, false, tableQuery(s.table)).rows)
-		if why2 := compareTableOn(on.ks, on.ref, s.table); why2 != "" {
+		why2, n := compareTableRows(on.ks, on.ref, s.table)
+		ru.g.rows[s.table.name] = n
+		if why2 != "" {
 			msg := fmt.Sprintf("seed %d, statement %d: after %s\n    %s", seed, i, s.text, why2)
 			if why == "" {
 				res.different++

@@ -111,8 +111,9 @@ func (ru *run) txn(res *tally, i int) int {
 		ctl("SET autocommit = 1")
 	}
 	for _, t := range log.tables {
-		ru.g.rows[t.name] = len(fetch(ctx, ru.ref, false, tableQuery(t)).rows)
-		if why := compareTableOn(ru.ks, ru.ref, t); why != "" {
+		why, n := compareTableRows(ru.ks, ru.ref, t)
+		ru.g.rows[t.name] = n
+		if why != "" {
 			msg := fmt.Sprintf("seed %d, statement %d: after %s\n    %s%s", ru.seed, i+n-1, end, why, log)
 			if !log.failed {
 				res.different++
