@@ -322,6 +322,9 @@ func (m *Merger) finishGroup(empty bool) (stop bool, err error) {
 		g.vals[j] = v
 	}
 	if sp.Having != nil {
+		if err := m.overflow(sp.Having); err != nil {
+			return false, err
+		}
 		ok, isNull := truth(m.eval(sp.Having))
 		if !ok || isNull {
 			return false, nil
@@ -349,6 +352,9 @@ func (m *Merger) finishGroup(empty bool) (stop bool, err error) {
 	row, rowErr := m.groupRow()
 	keys := make([]value, len(sp.Final))
 	for j, f := range sp.Final {
+		if err := m.overflow(f.E); err != nil {
+			return false, err
+		}
 		keys[j] = cloneValue(m.sortKey(f.E))
 	}
 	m.final = append(m.final, finalRow{row: bytes.Clone(row), keys: keys, err: rowErr})
@@ -397,6 +403,9 @@ func (m *Merger) groupRow() ([]byte, error) {
 		default:
 			var ok bool
 			v := m.eval(f)
+			if rowErr == nil {
+				rowErr = m.overflow(f)
+			}
 			if rowErr == nil {
 				rowErr = rangeErr(v, col, f)
 			}

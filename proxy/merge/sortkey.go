@@ -104,3 +104,76 @@ func rangeErr(v value, col Column, e *router.Expr) error {
 	return &mysql.MyError{Code: mysql.ER_DATA_OUT_OF_RANGE, State: "22003",
 		Message: fmt.Sprintf("%s value is out of range in '%s'", typ, text)}
 }
+
+// intType reports whether MariaDB computes e in integer arithmetic (a
+// COUNT, the MIN or MAX of an integer column, an integer column or
+// literal, and +, -, * and unary minus over those), and whether unsigned.
+func (m *Merger) intType(e *router.Expr) (isInt, unsigned bool) {
+	colInt := func(c Column) (bool, bool) {
+		switch c.Type {
+		case wire.TypeTiny, wire.TypeShort, wire.TypeLong, wire.TypeInt24, wire.TypeLongLong:
+			return true, c.Flags&flagUnsigned != 0
+		}
+		return false, false
+	}
+	switch e.Op {
+	case router.ExprAgg:
+		switch a := m.Spec.Aggs[e.Agg]; a.Kind {
+		case router.AggCount, router.AggCountDistinct:
+			return true, false
+		case router.AggMin, router.AggMax:
+			return colInt(m.Cols[m.visible+a.A])
+		}
+	case router.ExprCol:
+		return colInt(m.Cols[m.visible+e.Col])
+	case router.ExprLit, router.ExprConst:
+		var v any
+		if e.Op == router.ExprConst {
+			v = e.Val
+		} else if e.Lit < len(m.Args) {
+			v = m.Args[e.Lit]
+		}
+		switch v.(type) {
+		case int64:
+			return true, false
+		case uint64:
+			return true, true
+		}
+	case router.ExprNeg:
+		isInt, _ = m.intType(e.Args[0])
+		return isInt, false
+	case router.ExprAdd, router.ExprSub, router.ExprMul:
+		a, ua := m.intType(e.Args[0])
+		b, ub := m.intType(e.Args[1])
+		return a && b, ua || ub
+	}
+	return false, false
+}
+
+// overflow is the error one server gives while evaluating e over the
+// current group (a HAVING, a re-sort key: for every group, sent or not):
+// integer arithmetic out of the BIGINT range, 1690, in e or any part of it.
+func (m *Merger) overflow(e *router.Expr) error {
+	if e == nil {
+		return nil
+	}
+	for _, a := range e.Args {
+		if err := m.overflow(a); err != nil {
+			return err
+		}
+	}
+	switch e.Op {
+	case router.ExprAdd, router.ExprSub, router.ExprMul, router.ExprNeg:
+	default:
+		return nil
+	}
+	isInt, unsigned := m.intType(e)
+	if !isInt {
+		return nil
+	}
+	col := Column{Type: wire.TypeLongLong}
+	if unsigned {
+		col.Flags = flagUnsigned
+	}
+	return rangeErr(m.eval(e), col, e)
+}

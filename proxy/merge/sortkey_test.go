@@ -59,6 +59,7 @@ func TestMergeComputedOverflow(t *testing.T) {
 	for _, c := range []struct {
 		name          string
 		final         []router.FinalKey
+		having        *router.Expr
 		offset, count int64
 		want          []string
 		err           bool
@@ -67,12 +68,18 @@ func TestMergeComputedOverflow(t *testing.T) {
 		{name: "the group skipped", offset: 1, count: 1, want: []string{"b|1|1|1.0000|1|1"}},
 		{name: "re-sort, the group sent", final: []router.FinalKey{{E: agg(0), Desc: true}}, count: 1, err: true},
 		{name: "re-sort, the group skipped", final: []router.FinalKey{{E: agg(0), Desc: true}}, offset: 1, count: 1, want: []string{"b|1|1|1.0000|1|1"}},
+		// Sorted by it, or filtered by it: computed for every group, sent
+		// or not (test/fuzzsql seed 800059, statement 719: ORDER BY 2
+		// DESC, 1 LIMIT 100, 2).
+		{name: "re-sort by it, the group skipped", final: []router.FinalKey{{E: agg(0), Desc: true}, {E: span}}, offset: 5, count: 1, err: true},
+		{name: "HAVING it, the group skipped", having: &router.Expr{Op: router.ExprGT, Args: []*router.Expr{span, {Op: router.ExprConst, Val: int64(0)}}},
+			offset: 5, count: 1, err: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := aggCfg()
 			cfg.Spec.Fields[5] = span
 			cfg.Cols[5] = colLL
-			cfg.Spec.Final, cfg.Offset, cfg.Count = c.final, c.offset, c.count
+			cfg.Spec.Final, cfg.Spec.Having, cfg.Offset, cfg.Count = c.final, c.having, c.offset, c.count
 			rows, _, err := run(t, cfg, srcs())
 			var me *mysql.MyError
 			if c.err {
