@@ -938,8 +938,8 @@ func (g *gen) insert(t *table) stmt {
 	if g.chance(30) {
 		cols = append(cols[:1:1], cols[1:1+g.r.IntN(len(cols))]...)
 	}
-	if t.auto && g.chance(40) {
-		cols = cols[1:] // AUTO_INCREMENT gives the ids
+	if t.auto && g.chance(40) && len(cols) > 1 {
+		cols = cols[1:] // AUTO_INCREMENT gives the ids (not all: INSERT ... SET needs one)
 	}
 	w.Add(verb + t.name)
 	if g.chance(10) && !odku {
