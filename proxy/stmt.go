@@ -62,11 +62,16 @@ type prepared struct {
 	longErr  bool // long data beyond max_allowed_packet
 
 	// Routing: plan (with lits and the client's leading comments) for a
-	// sharded statement; node for a /*node*/ hint. Both nil: default node.
+	// sharded statement; node for a /*node*/ hint; dflt for a statement
+	// planned on the default node (readNode picks its node at each
+	// execution, as for the text form: not the transaction's pinned
+	// connection, which may be on another node). All nil: the session's
+	// connection.
 	plan   *router.Plan
 	lits   []router.Literal
 	prefix string
 	node   *backend.Node
+	dflt   *router.Plan
 	// planErr: after a config reload the statement no longer routes; its
 	// executions fail with this error.
 	planErr error
@@ -188,7 +193,7 @@ func (t *stmtTable) stmtPrepare(p []byte) error {
 // ignores /*node*/ hints (a text PREPARE does).
 func (t *stmtTable) planStmt(st *prepared, info router.Info, hints bool) (*backend.Node, string, error) {
 	s := t.s
-	st.node, st.plan, st.lits, st.planErr = nil, nil, nil, nil
+	st.node, st.plan, st.lits, st.planErr, st.dflt = nil, nil, nil, nil, nil
 	if s.route == nil || !s.route.Sharded() {
 		return nil, st.sql, nil
 	}
@@ -211,6 +216,10 @@ func (t *stmtTable) planStmt(st *prepared, info router.Info, hints bool) (*backe
 		return nil, "", err
 	}
 	if pl.Kind != router.PlanSharded {
+		if pl.Kind == router.PlanDefault && s.node != nil {
+			st.dflt = pl
+			return s.readNode(pl, s.node), sql, nil
+		}
 		return nil, sql, nil
 	}
 	if info.Kind == router.KindDDL {
@@ -409,7 +418,11 @@ func (t *stmtTable) stmtExecute(st *prepared, p []byte) error {
 				sql = out
 			}
 		}
-		return x.run(st.node, sql, nil)
+		n := st.node
+		if n == nil && st.dflt != nil {
+			n = s.readNode(st.dflt, s.node)
+		}
+		return x.run(n, sql, nil)
 	}
 	lits := make([]router.Literal, len(st.lits))
 	copy(lits, st.lits)

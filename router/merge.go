@@ -619,6 +619,11 @@ func (m *mergeBuilder) groupedMode() error {
 		groupBy = append(groupBy, &ast.ByItem{Expr: a})
 		spec.DistinctArgs++
 	}
+	for i, f := range m.fields {
+		if spec.Fields[i] != nil {
+			blankField(f)
+		}
+	}
 	st.Distinct = false
 	st.GroupBy = nil
 	if len(groupBy) > 0 {

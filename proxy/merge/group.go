@@ -43,6 +43,7 @@ type acc struct {
 type finalRow struct {
 	row  []byte
 	keys []value
+	err  error // the row's overflow (rangeErr): an error once sent, as from one server
 }
 
 // emitStripped sends source i's current row without the hidden columns.
@@ -321,16 +322,22 @@ func (m *Merger) finishGroup(empty bool) (stop bool, err error) {
 		g.vals[j] = v
 	}
 	if sp.Having != nil {
+		if err := m.overflow(sp.Having); err != nil {
+			return false, err
+		}
 		ok, isNull := truth(m.eval(sp.Having))
 		if !ok || isNull {
 			return false, nil
 		}
 	}
-	row := m.groupRow()
 	if sp.Final == nil {
 		if m.skip > 0 {
 			m.skip--
 			return false, nil
+		}
+		row, err := m.groupRow()
+		if err != nil {
+			return false, err
 		}
 		if err := m.send(row); err != nil {
 			return false, err
@@ -342,11 +349,15 @@ func (m *Merger) finishGroup(empty bool) (stop bool, err error) {
 			m.Spec.Table + " needs more than max_merge_rows (" + strconv.Itoa(m.MaxRows) + ") groups in memory to sort them by the ORDER BY; " +
 			"order by the GROUP BY columns, add a LIMIT-friendly filter, or raise max_merge_rows"}
 	}
+	row, rowErr := m.groupRow()
 	keys := make([]value, len(sp.Final))
 	for j, f := range sp.Final {
-		keys[j] = cloneValue(m.eval(f.E))
+		if err := m.overflow(f.E); err != nil {
+			return false, err
+		}
+		keys[j] = cloneValue(m.sortKey(f.E))
 	}
-	m.final = append(m.final, finalRow{row: bytes.Clone(row), keys: keys})
+	m.final = append(m.final, finalRow{row: bytes.Clone(row), keys: keys, err: rowErr})
 	return false, nil
 }
 
@@ -357,12 +368,15 @@ func cloneValue(v value) value {
 	return v
 }
 
-// groupRow builds the client's row for the current group.
-func (m *Merger) groupRow() []byte {
+// groupRow builds the client's row for the current group, and the error
+// one server gives for it when a computed integer column is out of range
+// (rangeErr).
+func (m *Merger) groupRow() ([]byte, error) {
 	sp := m.Spec
 	g := &m.g
 	b := m.buf[:0]
 	nb := 0
+	var rowErr error
 	if m.Binary {
 		nb = (m.visible + 7 + 2) / 8
 		b = append(b, 0)
@@ -388,7 +402,14 @@ func (m *Merger) groupRow() []byte {
 			}
 		default:
 			var ok bool
-			b, ok = encode(b, m.eval(f), col, m.Binary)
+			v := m.eval(f)
+			if rowErr == nil {
+				rowErr = m.overflow(f)
+			}
+			if rowErr == nil {
+				rowErr = rangeErr(v, col, f)
+			}
+			b, ok = encode(b, v, col, m.Binary)
 			isNull = !ok
 		}
 		if isNull && m.Binary {
@@ -397,7 +418,7 @@ func (m *Merger) groupRow() []byte {
 		}
 	}
 	m.buf = b
-	return b
+	return b, rowErr
 }
 
 // flushFinal sorts the buffered groups and sends them.
@@ -425,6 +446,9 @@ func (m *Merger) flushFinal() error {
 		}
 		if m.left == 0 {
 			break
+		}
+		if r.err != nil {
+			return r.err
 		}
 		if err := m.send(r.row); err != nil {
 			return err

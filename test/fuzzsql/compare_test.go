@@ -195,6 +195,13 @@ func compareRead(s *stmt, ks, ref, full answer) string {
 			return "row counts differ (LIMIT)"
 		}
 		if full.err != nil {
+			// Without the LIMIT the reference computes rows it skipped
+			// (1690 on a group MAX(k)-MIN(k) overflows): the rows
+			// cannot be checked against the whole answer, only against
+			// the reference's own.
+			if slices.Equal(ja, jb) {
+				return ""
+			}
 			return "the reference failed without the LIMIT"
 		}
 		// Some k rows of the full answer.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
 )
 
 // TestFuzzSQL runs the differential fuzzer. Without flags it runs a few
@@ -51,6 +53,8 @@ func envOr[T any](name string, v T, parse func(string) (T, error)) T {
 // tally counts what a run saw.
 type tally struct {
 	statements, same, refused, different, prepared int
+	txns, warned, showWarnOne, showWarnMulti       int // transactions; statements whose warnings were compared; of those, SHOW WARNINGS differing on one and on several sub-tables (known)
+	warnIgnore1526                                 int // of those, INSERT IGNORE leaving out rows no sub-table holds without their warning (known)
 	reasons                                        map[string]int
 	bothErr                                        map[string]int // same error on both sides, by errno
 	diffs                                          []string
@@ -62,6 +66,11 @@ func (t *tally) add(o tally) {
 	t.refused += o.refused
 	t.different += o.different
 	t.prepared += o.prepared
+	t.txns += o.txns
+	t.warned += o.warned
+	t.showWarnOne += o.showWarnOne
+	t.showWarnMulti += o.showWarnMulti
+	t.warnIgnore1526 += o.warnIgnore1526
 	for k, v := range o.reasons {
 		t.reasons[k] += v
 	}
@@ -76,8 +85,8 @@ func (t *tally) summary() string {
 	for _, k := range slices.Sorted(maps.Keys(t.reasons)) {
 		rs = append(rs, fmt.Sprintf("%d %q", t.reasons[k], k))
 	}
-	return fmt.Sprintf("statements %d (%d prepared), same %d (the same error: %v), refused %d, different %d; refused by reason: [%s]",
-		t.statements, t.prepared, t.same, t.bothErr, t.refused, t.different, strings.Join(rs, ", "))
+	return fmt.Sprintf("statements %d (%d prepared, %d transactions, %d with warnings compared: SHOW WARNINGS differing %d on one sub-table, %d on several; INSERT IGNORE without the 1526 warnings %d), same %d (the same error: %v), refused %d, different %d; refused by reason: [%s]",
+		t.statements, t.prepared, t.txns, t.warned, t.showWarnOne, t.showWarnMulti, t.warnIgnore1526, t.same, t.bothErr, t.refused, t.different, strings.Join(rs, ", "))
 }
 
 func TestFuzzSQL(t *testing.T) {
@@ -136,6 +145,12 @@ type run struct {
 	refMin *sql.DB
 	rules  string
 	g      *gen
+	// Warnings (warn_test.go): go-mysql connections, and how many
+	// statements on one and on several sub-tables listed other warnings
+	// than the reference in SHOW WARNINGS (known: counted, not failed).
+	wks, wref                  *client.Conn
+	showWarnOne, showWarnMulti int
+	warnIgnore1526             int // INSERT IGNORE rows no sub-table holds: no warning (known)
 }
 
 func runSeed(t *testing.T, seed uint64, n int) tally {
@@ -156,64 +171,119 @@ func runSeed(t *testing.T, seed uint64, n int) tally {
 	}
 	ru.g = &gen{r: r, s: sch, v: newValueGen(r), rows: map[string]int{}}
 	ru.load(r)
-	for i := range n {
+	ru.openWarnConns(addr)
+	for i := 0; i < n; {
+		if ru.g.chance(txnPct) {
+			i += ru.txn(&res, i)
+			continue
+		}
 		s := ru.g.next()
 		prepared := r.IntN(4) == 0
-		if prepared {
-			res.prepared++
-		}
-		res.statements++
-		// What a minimal reproduction starts from: the rows of the
-		// tables the statement names, before it runs.
-		before := map[string][][]string{}
-		for _, tb := range ru.tablesOf(&s) {
-			before[tb.name] = fetch(context.Background(), ru.ref, false, tableQuery(tb)).rows
-		}
-		why, ks, ref := check(ru.ks, ru.ref, &s, prepared)
-		switch {
-		case why == "" && refusal(ks.err) != "" && errno(ref.err) != erNotSupportedYet:
-			res.refused++
-			res.reasons[refusal(ks.err)]++
-		case why == "":
-			res.same++
-			if ks.err != nil {
-				res.bothErr[fmt.Sprint(errno(ks.err))]++
-			}
-			if os.Getenv("KS_FUZZSQL_TRACE") != "" {
-				t.Logf("%d: %s -> %v (%d rows)", i, s.text, ks.err, len(ks.rows))
-			}
-		default:
-			res.different++
-			text, how := s.text, "text protocol"
-			if prepared {
-				text, how = s.ptext, fmt.Sprintf("binary protocol, args %v", s.args)
-			}
-			msg := fmt.Sprintf("seed %d, statement %d (%s): %s\n    %s\n    reference: %s\n    keyshard:  %s",
-				seed, i, how, why, text, ref, ks)
-			msg += ru.reproduce(&s, prepared, fmt.Sprintf("seed %d, statement %d: %s", seed, i, why), before)
-			res.diffs = append(res.diffs, msg)
-			t.Error(msg)
-		}
-		if s.write {
-			if why2 := ru.compareTable(s.table); why2 != "" {
-				msg := fmt.Sprintf("seed %d, statement %d: after %s\n    %s", seed, i, s.text, why2)
-				if why == "" {
-					res.different++
-					res.same--
-					msg += ru.reproduce(&s, prepared, fmt.Sprintf("seed %d, statement %d: %s", seed, i, "the table differs after it"), before)
-				}
-				res.diffs = append(res.diffs, msg)
-				t.Error(msg)
-				ru.resync(s.table)
-			}
-		}
+		ru.step(&res, i, &s, prepared, side{ks: ru.ks, ref: ru.ref, warn: !prepared && r.IntN(100) < warnPct})
+		i++
 	}
+	res.showWarnOne, res.showWarnMulti, res.warnIgnore1526 = ru.showWarnOne, ru.showWarnMulti, ru.warnIgnore1526
 	for _, tb := range sch.tables {
 		if why := ru.compareTable(tb); why != "" {
 			t.Errorf("seed %d, at the end: %s", seed, why)
 		}
 	}
 	return res
+}
+
+// side is where a statement runs: the pools, or inside a transaction one
+// connection on each side.
+type side struct {
+	ks, ref querier
+	tx      *txLog // the open transaction, or nil
+	warn    bool   // compare warnings too (text protocol, autocommit)
+}
+
+// step runs statement i on both sides, compares, and counts it in res.
+func (ru *run) step(res *tally, i int, s *stmt, prepared bool, on side) {
+	t, seed := ru.t, ru.seed
+	if prepared {
+		res.prepared++
+	}
+	res.statements++
+	// What a minimal reproduction starts from: the rows of the
+	// tables the statement names, before it runs (a read's only once it
+	// differs: it changed nothing).
+	before := map[string][][]string{}
+	snapshot := func() {
+		for _, tb := range ru.tablesOf(s) {
+			before[tb.name] = fetch(context.Background(), on.ref, false, tableQuery(tb)).rows
+		}
+	}
+	if on.tx == nil && s.write {
+		snapshot()
+	}
+	var why string
+	var ks, ref answer
+	if on.warn {
+		res.warned++
+		why, ks, ref = ru.checkWarn(s)
+	} else {
+		why, ks, ref = check(on.ks, on.ref, s, prepared)
+	}
+	switch {
+	case why == "" && refusal(ks.err) != "" && errno(ref.err) != erNotSupportedYet:
+		res.refused++
+		res.reasons[refusal(ks.err)]++
+	case why == "":
+		res.same++
+		if ks.err != nil {
+			res.bothErr[fmt.Sprint(errno(ks.err))]++
+		}
+		if os.Getenv("KS_FUZZSQL_TRACE") != "" {
+			t.Logf("%d: %s -> %v", i, s.text, ks.err)
+		}
+	default:
+		res.different++
+		text, how := s.text, "text protocol"
+		if prepared {
+			text, how = s.ptext, fmt.Sprintf("binary protocol, args %v", s.args)
+		}
+		msg := fmt.Sprintf("seed %d, statement %d (%s): %s\n    %s\n    reference: %s\n    keyshard:  %s",
+			seed, i, how, why, text, ref, ks)
+		if on.tx != nil {
+			msg += on.tx.String()
+			on.tx.failed = true
+		} else {
+			if !s.write {
+				snapshot()
+			}
+			msg += ru.reproduce(s, prepared, fmt.Sprintf("seed %d, statement %d: %s", seed, i, why), before)
+		}
+		res.diffs = append(res.diffs, msg)
+		t.Error(msg)
+	}
+	if on.tx != nil {
+		on.tx.add(s, prepared)
+	}
+	if s.write {
+		why2, n := compareTableRows(on.ks, on.ref, s.table)
+		ru.g.rows[s.table.name] = n
+		if why2 != "" {
+			msg := fmt.Sprintf("seed %d, statement %d: after %s\n    %s", seed, i, s.text, why2)
+			if why == "" {
+				res.different++
+				res.same--
+				if on.tx != nil {
+					msg += on.tx.String()
+				} else {
+					msg += ru.reproduce(s, prepared, fmt.Sprintf("seed %d, statement %d: %s", seed, i, "the table differs after it"), before)
+				}
+			}
+			res.diffs = append(res.diffs, msg)
+			t.Error(msg)
+			if on.tx != nil {
+				on.tx.failed = true
+			} else {
+				ru.resync(s.table)
+			}
+		}
+	}
 }
 
 // reproduce minimizes a difference and says where its case went.

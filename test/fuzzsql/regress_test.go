@@ -275,16 +275,23 @@ func TestRegressions(t *testing.T) {
 
 // compareTableOn compares t's rows through ks with ref's.
 func compareTableOn(ks, ref querier, t *table) string {
+	why, _ := compareTableRows(ks, ref, t)
+	return why
+}
+
+// compareTableRows is compareTableOn that also says how many rows the
+// reference's copy holds.
+func compareTableRows(ks, ref querier, t *table) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := stmt{total: true}
 	a := fetch(ctx, ks, false, tableQuery(t))
 	b := fetch(ctx, ref, false, tableQuery(t))
 	if a.err != nil || b.err != nil {
-		return fmt.Sprintf("reading table %s: keyshard %v, reference %v", t.name, a.err, b.err)
+		return fmt.Sprintf("reading table %s: keyshard %v, reference %v", t.name, a.err, b.err), len(b.rows)
 	}
 	if why := compareRead(&s, a, b, answer{}); why != "" {
-		return fmt.Sprintf("table %s differs: %s\n    reference: %s\n    keyshard:  %s", t.name, why, b, a)
+		return fmt.Sprintf("table %s differs: %s\n    reference: %s\n    keyshard:  %s", t.name, why, b, a), len(b.rows)
 	}
-	return ""
+	return "", len(b.rows)
 }
