@@ -355,14 +355,33 @@ func (w *atomicWrite) commit() error {
 		// answer (a branch that fails stays prepared and recovery commits
 		// it by the decision); their connections are theirs now.
 		conns := make([]*backend.Conn, 0, len(w.legs)-1)
+		pinned := w.e.Conns.Pinned()
+		inline := true // every branch on the session's own connection committed
 		for i := 1; i < len(w.legs); i++ {
+			if bc := w.legs[i].BC; bc == pinned {
+				// The session's own connection (a cursor, locks pin it):
+				// it stays the session's (CommitLater would give it back
+				// to its pool under the session), so its XA COMMIT runs
+				// now.
+				if _, err := bc.Exec("XA COMMIT " + branchID(w.xid, bc.Node())); err != nil {
+					bc.MarkBroken() // the branch stays prepared: recovery commits it by the decision
+					inline = false
+				}
+				continue
+			}
 			w.legs[i].observe(false)
 			conns = append(conns, w.legs[i].BC)
 			w.legs[i].gone = true
 		}
 		xa, xid := w.e.XA, w.xid
+		if len(conns) == 0 {
+			if inline {
+				xa.Done(xid)
+			}
+			return nil
+		}
 		w.e.Conns.CommitLater(conns, func(bc *backend.Conn) string { return "XA COMMIT " + branchID(xid, bc.Node()) }, func(all bool) {
-			if all {
+			if all && inline {
 				xa.Done(xid)
 			}
 		})
