@@ -65,6 +65,8 @@ func scanAll(t *testing.T, nodes []*sql.DB, table, cols string, f func(v []int64
 //     told was rolled back is, no transfer is logged that was never
 //     attempted, and each logged one's effect (and nothing else) is in
 //     the balances: every balance is its start plus the transfers logged;
+//   - every transfer whole: its row and its two postings all there or
+//     none, every balance its start plus its postings;
 //   - every acknowledged ledger row is there exactly once, one the client
 //     was told failed is not, one of unknown outcome at most once, none
 //     that was never written; the rows of one INSERT all or none.
@@ -111,9 +113,11 @@ func check(t *testing.T, nodes []*sql.DB, ts []transfer, ls []ledgerWrite) {
 		l, ok := logged[tr.id]
 		switch {
 		case tr.out == acked && !ok:
-			bad("transfer %d (%d from %d to %d) acknowledged to its client, not logged: rolled back", tr.id, tr.amount, tr.src, tr.dst)
+			bad("transfer %d (%d from %d to %d, begun %s) acknowledged to its client, not logged: rolled back",
+				tr.id, tr.amount, tr.src, tr.dst, tr.at.Format("15:04:05.000"))
 		case tr.out == failed && ok:
-			bad("transfer %d (%d from %d to %d): its client was told it was rolled back, but it is logged", tr.id, tr.amount, tr.src, tr.dst)
+			bad("transfer %d (%d from %d to %d, begun %s): its client was told it was rolled back (%s), but it is logged",
+				tr.id, tr.amount, tr.src, tr.dst, tr.at.Format("15:04:05.000"), tr.err)
 		case ok && l != [3]int64{tr.src, tr.dst, tr.amount}:
 			bad("transfer %d logged as %v, attempted as %d from %d to %d", tr.id, l, tr.amount, tr.src, tr.dst)
 		}
@@ -128,6 +132,37 @@ func check(t *testing.T, nodes []*sql.DB, ts []transfer, ls []ledgerWrite) {
 	for id, w := range want {
 		if bal[id] != w {
 			bad("account %d has %d; its start and the transfers logged make %d", id, bal[id], w)
+		}
+	}
+
+	// Postings: each next to its account, so on the account's node.
+	posted := map[int64]map[int64]int64{} // tid -> account -> delta
+	sums := map[int64]int64{}
+	scanAll(t, nodes, "postings", "account, tid, delta", func(v []int64) {
+		if posted[v[1]] == nil {
+			posted[v[1]] = map[int64]int64{}
+		}
+		posted[v[1]][v[0]] = v[2]
+		sums[v[0]] += v[2]
+	})
+	for id := range int64(nAccounts) {
+		if bal[id] != balance+sums[id] {
+			bad("account %d has %d; its start and its postings make %d", id, bal[id], balance+sums[id])
+		}
+	}
+	for _, tr := range ts {
+		_, log := logged[tr.id]
+		p := posted[tr.id]
+		_, src := p[tr.src]
+		_, dst := p[tr.dst]
+		if log != src || log != dst {
+			bad("transfer %d (%d from %d to %d, begun %s) half committed: logged %v, posted on %d %v, on %d %v; its client was told %s (%s)",
+				tr.id, tr.amount, tr.src, tr.dst, tr.at.Format("15:04:05.000"), log, tr.src, src, tr.dst, dst, tr.out, tr.err)
+		}
+	}
+	for tid, p := range posted {
+		if _, ok := attempted[tid]; !ok {
+			bad("postings %v of transfer %d, never attempted", p, tid)
 		}
 	}
 

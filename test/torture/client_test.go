@@ -29,6 +29,8 @@ func (o outcome) String() string { return [...]string{"acked", "failed", "unknow
 type transfer struct {
 	id, src, dst, amount int64
 	out                  outcome
+	at                   time.Time // when it began
+	err                  string    // the error that decided out
 }
 
 // ledgerWrite is one attempted INSERT of ledger rows (ids), in one
@@ -55,7 +57,7 @@ type client struct {
 // stats counts what the clients saw.
 type stats struct {
 	mu     sync.Mutex
-	errs   map[string]int    // by errno ("conn": the connection failed)
+	errs   map[string]int    // by errno ("conn": the connection failed), COMMIT's apart
 	first  map[string]string // each errno's first message
 	counts map[string]int    // "transfer acked", "ledger unknown", ...
 }
@@ -111,9 +113,13 @@ func (c *client) drop() {
 func (c *client) exec(q string) error {
 	_, err := c.conn.ExecContext(context.Background(), q)
 	if err != nil {
+		at := "" // COMMIT's errors apart: their outcome may be unknown
+		if q == "COMMIT" {
+			at = " at COMMIT"
+		}
 		var me *mysql.MySQLError
 		if errors.As(err, &me) {
-			k := fmt.Sprint(me.Number)
+			k := fmt.Sprint(me.Number) + at
 			c.stats.mu.Lock()
 			c.stats.errs[k]++
 			if _, ok := c.stats.first[k]; !ok {
@@ -124,7 +130,7 @@ func (c *client) exec(q string) error {
 				time.Sleep(time.Duration(10+c.rng.IntN(40)) * time.Millisecond)
 			}
 		} else {
-			c.stats.add(c.stats.errs, "conn")
+			c.stats.add(c.stats.errs, "conn"+at)
 			c.drop()
 		}
 	}
@@ -133,13 +139,19 @@ func (c *client) exec(q string) error {
 
 // transfer moves money between two accounts (often on two nodes, in
 // either direction, so that transfers cross) and logs it, in one
-// transaction.
+// transaction: each account's change with a posting row next to it (on
+// its node: postings are sharded on the account), the transfer's row
+// in transfers (sharded on its id). A transfer half committed shows as
+// its postings and its row not all there or all missing.
 func (c *client) transfer() {
-	tr := transfer{id: c.nextID(), src: int64(c.rng.IntN(nAccounts)), amount: int64(1 + c.rng.IntN(50))}
+	tr := transfer{id: c.nextID(), src: int64(c.rng.IntN(nAccounts)), amount: int64(1 + c.rng.IntN(50)), at: time.Now()}
 	tr.dst = (tr.src + 1 + int64(c.rng.IntN(nAccounts-1))) % nAccounts
+	leg := func(account, delta int64) string {
+		return fmt.Sprintf("UPDATE accounts SET balance = balance + %d WHERE id = %d", delta, account) + ";" +
+			fmt.Sprintf("INSERT INTO postings (account, tid, delta) VALUES (%d, %d, %d)", account, tr.id, delta)
+	}
 	stmts := []string{
-		fmt.Sprintf("UPDATE accounts SET balance = balance - %d WHERE id = %d", tr.amount, tr.src),
-		fmt.Sprintf("UPDATE accounts SET balance = balance + %d WHERE id = %d", tr.amount, tr.dst),
+		leg(tr.src, -tr.amount), leg(tr.dst, tr.amount),
 		fmt.Sprintf("INSERT INTO transfers (id, src, dst, amount) VALUES (%d, %d, %d, %d)", tr.id, tr.src, tr.dst, tr.amount),
 	}
 	if c.rng.IntN(3) == 0 { // the log row first
@@ -150,18 +162,24 @@ func (c *client) transfer() {
 		c.transfers = append(c.transfers, tr)
 		c.stats.add(c.stats.counts, "transfer "+tr.out.String())
 	}()
-	if c.exec("BEGIN") != nil {
+	if err := c.exec("BEGIN"); err != nil {
+		tr.err = err.Error()
 		return
 	}
-	for _, q := range stmts {
-		if c.exec(q) != nil {
+	for _, q := range strings.Split(strings.Join(stmts, ";"), ";") {
+		if err := c.exec(q); err != nil {
+			tr.err = err.Error()
 			if c.conn != nil {
 				_ = c.exec("ROLLBACK")
 			}
 			return
 		}
 	}
-	tr.out = commitOutcome(c.exec("COMMIT"))
+	err := c.exec("COMMIT")
+	tr.out = commitOutcome(err)
+	if err != nil {
+		tr.err = "COMMIT: " + err.Error()
+	}
 }
 
 // insertLedger inserts 1-4 new ledger rows in one statement.

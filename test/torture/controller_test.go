@@ -2,6 +2,7 @@ package torture
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os/exec"
 	"sync"
@@ -23,6 +24,8 @@ type controller struct {
 	ksBusy      map[*keyshard]bool
 	backendBusy bool
 	kills       map[string]int // faults by kind
+	log         io.Writer      // each fault, with its time
+	last        []any          // the last fault
 	wg          sync.WaitGroup
 }
 
@@ -39,7 +42,7 @@ func (c *controller) wait() { c.wg.Wait() }
 // storm makes faults until the time until.
 func (c *controller) storm(t *testing.T, until time.Time) {
 	for time.Now().Before(until) {
-		time.Sleep(time.Duration(150+c.rng.IntN(450)) * time.Millisecond)
+		time.Sleep(time.Duration(150+c.rngIntN(450)) * time.Millisecond)
 		c.fault(t)
 	}
 }
@@ -57,6 +60,12 @@ func (c *controller) pause() time.Duration {
 func (c *controller) fault(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	before := sum(c.kills)
+	defer func() {
+		if c.log != nil && sum(c.kills) != before {
+			fmt.Fprintf(c.log, "%s %v\n", time.Now().Format("15:04:05.000"), c.last)
+		}
+	}()
 	if c.ksBusy == nil {
 		c.ksBusy = map[*keyshard]bool{}
 	}
@@ -71,6 +80,7 @@ func (c *controller) fault(t *testing.T) {
 		}
 		if k.signal(syscall.SIGKILL) {
 			c.kills["SIGKILL keyshard"]++
+			c.last = []any{"SIGKILL", k.name}
 		}
 	case r < 40:
 		if c.ksBusy[k] {
@@ -81,6 +91,7 @@ func (c *controller) fault(t *testing.T) {
 			return
 		}
 		c.kills["SIGSTOP keyshard"]++
+		c.last = []any{"SIGSTOP", k.name, d}
 		c.ksBusy[k] = true
 		c.wg.Add(1)
 		go func() {
@@ -103,6 +114,7 @@ func (c *controller) fault(t *testing.T) {
 		d := c.pause()
 		c.backendBusy = true
 		c.kills[kind+" backend"]++
+		c.last = []any{kind, name, d}
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -144,4 +156,12 @@ func (c *controller) rngIntN(n int) int {
 func runBin(bin string, args ...string) (string, error) {
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	return string(out), err
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

@@ -77,11 +77,11 @@ func (k *keyshard) supervise(ready chan<- error) {
 			return
 		}
 		fp := ""
-		if k.failpoints.Load() && k.rng.IntN(4) == 0 {
+		if k.failpoints.Load() && k.rng.IntN(3) == 0 {
 			// It kills itself at its n-th two-phase step of this kind:
 			// branches prepared with no decision, or decided and not
 			// all committed.
-			fp = fmt.Sprintf("kill:%s:%d", []string{"prepare", "decide", "commit"}[k.rng.IntN(3)], 1+k.rng.IntN(30))
+			fp = fmt.Sprintf("kill:%s:%d", []string{"prepare", "decide", "commit"}[k.rng.IntN(3)], 1+k.rng.IntN(15))
 			k.failStarts.Add(1)
 		}
 		cmd := exec.Command(k.bin, "-config", k.url, "-addr", k.addr, "-name", k.name)

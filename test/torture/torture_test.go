@@ -41,17 +41,21 @@ func configYAML() string {
 `, i+1, backendPort(i))
 	}
 	var rules strings.Builder
-	for _, table := range []string{"accounts", "transfers", "ledger"} {
+	for _, table := range []string{"accounts", "transfers", "ledger", "postings"} {
+		key := "id"
+		if table == "postings" {
+			key = "account" // next to the account
+		}
 		fmt.Fprintf(&rules, `      - db: %s
         table: %s
-        key: id
+        key: %s
         nodes: [node1, node2, node3]
         type: hash
         locations: [2, 2, 2]
-`, db, table)
+`, db, table, key)
 	}
 	return fmt.Sprintf(`addr: 127.0.0.1:%d
-log_level: warn
+log_level: info
 user_list:
   - user: ks
     password: ks
@@ -163,7 +167,12 @@ func TestTorture(t *testing.T) {
 	}
 
 	// The storm: B joins for its middle half.
-	ctl := &controller{rng: rng, ks: ks[:1], kills: map[string]int{}}
+	faults, err := os.Create(filepath.Join(work, "faults.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer faults.Close()
+	ctl := &controller{rng: rng, ks: ks[:1], kills: map[string]int{}, log: faults}
 	for _, k := range ks {
 		k.failpoints.Store(true)
 	}
@@ -230,6 +239,7 @@ func setup(t *testing.T, ks *sql.DB) {
 	for _, q := range []string{
 		"CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)",
 		"CREATE TABLE transfers (id BIGINT PRIMARY KEY, src BIGINT NOT NULL, dst BIGINT NOT NULL, amount BIGINT NOT NULL)",
+		"CREATE TABLE postings (account BIGINT NOT NULL, tid BIGINT NOT NULL, delta BIGINT NOT NULL, PRIMARY KEY (account, tid))",
 		// No unique key: a row written twice would show as two.
 		"CREATE TABLE ledger (id BIGINT NOT NULL, batch BIGINT NOT NULL, client INT NOT NULL, KEY (id))",
 		"INSERT INTO accounts (id, balance) VALUES " + strings.Join(rows, ", "),
