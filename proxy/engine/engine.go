@@ -125,6 +125,11 @@ type Engine struct {
 	// ColTypes are the column types of the result set being relayed, kept
 	// while a RowHook is set (a binary row is read with them).
 	ColTypes []byte
+	// CommitStmt: the running statement is the client's COMMIT, forwarded
+	// to the transaction's node: a connection lost during it leaves the
+	// outcome unknown (the server may have committed before the answer was
+	// lost), not rolled back. The session sets it around each query.
+	CommitStmt bool
 
 	colBuf []byte // colDef's scratch
 	// genID is the first id the running statement took from a sequence
@@ -191,6 +196,13 @@ func (e *Engine) Lost(bc *backend.Conn, err error) error {
 		kind := KindStateLost
 		if held == heldTx {
 			kind = KindTxLost
+			if e.CommitStmt {
+				// Not "rolled back": the server may have committed it
+				// before its answer was lost.
+				e.Client.Error(Errorf(kind, "%v; the connection was lost during the transaction's COMMIT on node %s, so whether it "+
+					"committed is unknown; the session ends here", err, bc.Node()))
+				return ErrClose
+			}
 		}
 		e.Client.Error(Errorf(kind, "%v; the session held %s on that connection, so it ends here", err, held))
 		return ErrClose
