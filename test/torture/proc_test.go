@@ -180,6 +180,10 @@ func backendPid(port int) int {
 		return 0
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	// A pid file left by a killed server may name a recycled pid.
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "mariadbd" {
+		return 0
+	}
 	return pid
 }
 
