@@ -16,7 +16,8 @@
 // scripts/backends.sh on 127.0.0.1:30407-30409 (under
 // /tmp/keyshard-torture-30407) and an etcd from scripts/etcd.sh on :30427;
 // keyshard listens on :30417 and :30418. KS_TORTURE_PORT moves them all
-// (relative to the first backend's port); KEEP_BACKENDS=1 leaves the
+// (relative to the first backend's port, up to +21: keep it apart from
+// test/e2e's KS_E2E_PORT..+60); KEEP_BACKENDS=1 leaves the
 // servers running afterwards. -torture.time sets the storm's length (30s
 // in go test ./...; make torture runs TORTURE_TIME, default 30m).
 package torture
