@@ -23,7 +23,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 # odd sources).
 GOFILES = $(shell find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './.tmp/*')
 
-.PHONY: help build test fuzz fuzz-sql lint fmtcheck vet demo demo-cluster bench compat install uninstall docker clean
+.PHONY: help build test fuzz fuzz-sql torture lint fmtcheck vet demo demo-cluster bench compat install uninstall docker clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-zA-Z_-]*:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -57,6 +57,17 @@ fuzz-sql: ## differential SQL fuzzer, keyshard vs one MariaDB, for FUZZTIME (def
 	$(GO) test -count=1 -timeout 0 -v -run '^TestFuzzSQL$$' ./test/fuzzsql \
 		-fuzzsql.time="$(FUZZTIME)" -fuzzsql.seed="$(or $(FUZZSQL_SEED),$(shell date +%s))" \
 		-fuzzsql.statements="$(or $(FUZZSQL_STATEMENTS),1000)"
+
+# The fault torture for transactions (test/torture): bank transfers and
+# ledger inserts through keyshard (a real process, two instances on etcd
+# for part of the run) while keyshard and the backends are SIGKILLed,
+# SIGSTOPped and restarted; then the invariants are checked. make test runs
+# it for 30s (in go test ./...); this runs its storm for TORTURE_TIME.
+# TORTURE_SEED=n replays the controller's and the clients' choices.
+TORTURE_TIME ?= 30m
+torture: ## fault torture for XA transactions: storm of kills for TORTURE_TIME (default 30m), then the invariants checked
+	$(GO) test -count=1 -timeout 0 -v -run '^TestTorture$$' ./test/torture \
+		-torture.time="$(TORTURE_TIME)" -torture.seed="$(or $(TORTURE_SEED),0)"
 
 lint: fmtcheck vet ## gofmt check, go vet, staticcheck
 	$(GO) run $(STATICCHECK) ./...

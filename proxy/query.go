@@ -95,6 +95,8 @@ func (s *Session) query(p []byte) error {
 	q := &s.q
 	*q = comQuery{p: p, sql: unsafe.String(unsafe.SliceData(p[1:]), len(p)-1)}
 	q.info = router.Classify(q.sql)
+	s.eng.CommitStmt = q.info.Kind == router.KindCommit
+	defer func() { s.eng.CommitStmt = false }()
 	var err error
 	for i := range queryClasses {
 		c := &queryClasses[i]

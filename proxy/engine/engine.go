@@ -135,6 +135,11 @@ type Engine struct {
 	// Diag is the diagnostics area of a statement over several legs, or
 	// of keyshard's own (see Diag); the session clears it.
 	Diag Diag
+	// CommitStmt: the running statement is the client's COMMIT, forwarded
+	// to the transaction's node: a connection lost during it leaves the
+	// outcome unknown (the server may have committed before the answer was
+	// lost), not rolled back. The session sets it around each query.
+	CommitStmt bool
 
 	colBuf []byte // colDef's scratch
 	// genID is the first id the running statement took from a sequence
@@ -204,6 +209,13 @@ func (e *Engine) Lost(bc *backend.Conn, err error) error {
 		kind := KindStateLost
 		if held == heldTx {
 			kind = KindTxLost
+			if e.CommitStmt {
+				// Not "rolled back": the server may have committed it
+				// before its answer was lost.
+				e.Client.Error(Errorf(kind, "%v; the connection was lost during the transaction's COMMIT on node %s, so whether it "+
+					"committed is unknown; the session ends here", err, bc.Node()))
+				return ErrClose
+			}
 		}
 		e.Client.Error(Errorf(kind, "%v; the session held %s on that connection, so it ends here", err, held))
 		return ErrClose

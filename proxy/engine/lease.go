@@ -491,7 +491,11 @@ func (l *Lease) onNode(n *backend.Node, tx bool) (*backend.Conn, error) {
 
 // joinBranch opens the transaction's XA branch on node n.
 func (l *Lease) joinBranch(n *backend.Node) (*backend.Conn, error) {
-	if l.xid == "" {
+	if l.xid == "" || len(l.branches) == 0 {
+		// A new XID for the transaction's first branch, never one left by
+		// an earlier transaction whose branch failed to open: an XID
+		// names the node keeping its decision, the first node of its own
+		// transaction (recovery looks for the decision there).
 		if err := l.XA.Prepare(l.Ctx, l.pinned.Node()); err != nil {
 			return nil, Errorf(KindNotSupported, "keyshard: the transaction cannot reach node %s: node %s cannot keep its commit decision: %v "+
 				"(the transaction is still open)", n.Name, l.pinned.Node(), err)

@@ -58,6 +58,7 @@ func (l *Lease) spanChanged() {
 // from a commit means nothing was committed.
 func (l *Lease) EndTx(commit bool) (handled bool, err error) {
 	if len(l.branches) == 0 {
+		l.xid = "" // made for a branch that failed to open: not the next transaction's
 		return false, nil
 	}
 	first := l.pinned
