@@ -21,6 +21,7 @@ var forbidden = map[string][]string{
 	"router/shard":    {"backend", "proxy/...", "router"},
 	"backend":         {"router", "proxy/..."},
 	"backend/wire":    {"backend", "router", "proxy/..."},
+	"backend/binlog":  {"router", "proxy/..."},
 	"proxy/merge":     {"proxy", "proxy/engine", "backend"},
 	"proxy/control":   {"proxy", "proxy/admin", "cmd/keyshard"},
 	"proxy/blacklist": {"proxy", "proxy/engine", "backend"},
