@@ -150,6 +150,7 @@ type Follower struct {
 	syncer   *replication.BinlogSyncer
 	streamer *replication.BinlogStreamer
 	file     string
+	inTx     bool // between a transaction's first event and its end
 }
 
 // Follow starts reading the binlog of cfg's server at from.
@@ -181,9 +182,12 @@ func Follow(cfg Config, from Position) (*Follower, error) {
 func (f *Follower) Close() { f.syncer.Close() }
 
 // Next waits for the next event that carries a change of the tables
-// asked for, a commit or a DDL statement. Other events (table maps,
-// GTIDs, heartbeats, rotations, rows of other tables) move the position
-// on without being returned.
+// asked for, ends a transaction (Commit), is a DDL statement, or moves the
+// position on between transactions (an Event with nothing but Pos: a new
+// binlog file, a heartbeat while the server is idle): so that a caller
+// waiting to reach a position (Snapshot's, Current's) gets there even when
+// nothing is written. Rows of other tables are skipped; their
+// transaction's commit is returned.
 func (f *Follower) Next(ctx context.Context) (Event, error) {
 	for {
 		ev, err := f.streamer.GetEvent(ctx)
@@ -192,20 +196,31 @@ func (f *Follower) Next(ctx context.Context) (Event, error) {
 		}
 		if r, ok := ev.Event.(*replication.RotateEvent); ok {
 			f.file = string(r.NextLogName)
-			continue
+			if ev.Header.Timestamp == 0 || f.inTx {
+				// The server's own rotation at the start of the dump.
+				continue
+			}
+			return Event{Pos: Position{File: f.file, Pos: uint32(r.Position)}}, nil
 		}
 		pos := Position{File: f.file, Pos: ev.Header.LogPos}
 		switch e := ev.Event.(type) {
+		case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
+			f.inTx = true
+			continue
 		case *replication.XIDEvent:
+			f.inTx = false
 			return Event{Commit: true, Pos: pos}, nil
 		case *replication.QueryEvent:
 			q := strings.TrimSpace(string(e.Query))
 			switch strings.ToUpper(q) {
 			case "BEGIN":
+				f.inTx = true
 				continue
 			case "COMMIT":
+				f.inTx = false
 				return Event{Commit: true, Pos: pos}, nil
 			}
+			f.inTx = false
 			return Event{DDL: q, Pos: pos}, nil
 		case *replication.RowsEvent:
 			schema, table := string(e.Table.Schema), string(e.Table.Table)
@@ -217,6 +232,9 @@ func (f *Follower) Next(ctx context.Context) (Event, error) {
 				return Event{}, fmt.Errorf("binlog: %s.%s at %s has no column names: the server needs binlog_row_metadata=FULL", schema, table, pos)
 			}
 			return Event{Changes: changes(e, schema, table, cols), Pos: pos}, nil
+		}
+		if !f.inTx && ev.Header.LogPos > 0 {
+			return Event{Pos: pos}, nil
 		}
 	}
 }

@@ -92,6 +92,9 @@ func next(t *testing.T, f *binlog.Follower) ([]binlog.Change, binlog.Position) {
 	var out []binlog.Change
 	for {
 		ev, err := f.Next(ctx)
+		if err == nil && len(ev.Changes) == 0 && !ev.Commit && ev.DDL == "" && ev.Pos.IsZero() {
+			t.Fatalf("Next returned an empty event")
+		}
 		if err != nil {
 			t.Fatalf("Next: %v", err)
 		}

@@ -28,6 +28,7 @@ var forbidden = map[string][]string{
 	"proxy/xa":        {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
 	"proxy/catalog":   {"proxy", "proxy/admin", "proxy/control", "proxy/engine", "cmd/keyshard"},
 	"proxy/deadlock":  {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
+	"proxy/reshard":   {"proxy", "proxy/admin", "proxy/control", "proxy/engine", "cmd/keyshard"},
 }
 
 // only lists, for a package, every keyshard package it may depend on: the
