@@ -178,6 +178,27 @@ func (c *Copier) CatchUp(ctx context.Context) error {
 	return c.each(func(nc *nodeCopy) error { return nc.caughtUp(ctx) })
 }
 
+// Verify compares every source sub-table with the rows the new layout
+// holds for its keys while writes go on (see verifyAll): nil when they
+// are equal.
+func (c *Copier) Verify(ctx context.Context) ([]Diff, error) {
+	diffs := make([][]Diff, len(c.copies))
+	idx := map[*nodeCopy]int{}
+	for i, nc := range c.copies {
+		idx[nc] = i
+	}
+	err := c.each(func(nc *nodeCopy) error {
+		d, err := nc.verifyAll(ctx)
+		diffs[idx[nc]] = d
+		return err
+	})
+	var out []Diff
+	for _, d := range diffs {
+		out = append(out, d...)
+	}
+	return out, err
+}
+
 // Progress is rows copied and changes applied so far.
 func (c *Copier) Progress() (copied, applied int64) {
 	for _, nc := range c.copies {

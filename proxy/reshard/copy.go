@@ -161,31 +161,13 @@ func (c *nodeCopy) apply(ctx context.Context) error {
 
 // copyChunk copies the next chunk of s: false when s has no more rows.
 func (c *nodeCopy) copyChunk(ctx context.Context, s *source) (bool, error) {
-	snap, err := binlog.Snapshot(c.src)
-	if err != nil {
-		return false, fmt.Errorf("node %s: %w", c.node, err)
-	}
-	end := func() { _, _ = c.src.Exec("COMMIT") }
-	if err := c.catchUp(ctx, snap); err != nil {
-		end()
+	if err := snapshotAndCatchUp(ctx, c); err != nil {
 		return false, err
 	}
-	q := "SELECT " + s.def.selectList() + " FROM " + backend.QuoteName(s.plan.DB) + "." + backend.QuoteName(s.name)
-	if s.last != nil {
-		var b strings.Builder
-		b.WriteString(" WHERE (" + s.def.pkList() + ") > (")
-		for n, i := range s.def.PK {
-			if n > 0 {
-				b.WriteString(", ")
-			}
-			s.def.literal(&b, i, s.last[n])
-		}
-		b.WriteString(")")
-		q += b.String()
-	}
-	q += fmt.Sprintf(" ORDER BY %s LIMIT %d", s.def.pkList(), c.chunk)
+	q := "SELECT " + s.def.selectList() + " FROM " + backend.QuoteName(s.plan.DB) + "." + backend.QuoteName(s.name) +
+		s.def.after(s.last) + fmt.Sprintf(" ORDER BY %s LIMIT %d", s.def.pkList(), c.chunk)
 	res, err := c.src.Exec(q)
-	end()
+	_, _ = c.src.Exec("COMMIT")
 	if err != nil {
 		return false, fmt.Errorf("node %s: reading %s: %w", c.node, s.name, err)
 	}
@@ -193,12 +175,7 @@ func (c *nodeCopy) copyChunk(ctx context.Context, s *source) (bool, error) {
 	var order []*Target
 	var dst []*Target
 	for _, r := range res.Rows {
-		row := make([]any, len(r))
-		for i, v := range r {
-			if v != nil {
-				row[i] = *v
-			}
-		}
+		row := rowValues(r)
 		dst, err = s.plan.TargetsOf(dst[:0], s.def.keyValue(row[s.def.Key]))
 		if err != nil {
 			return false, err
@@ -220,7 +197,7 @@ func (c *nodeCopy) copyChunk(ctx context.Context, s *source) (bool, error) {
 		return false, nil
 	}
 	lastRow := res.Rows[len(res.Rows)-1]
-	s.last = s.last[:0]
+	s.last = nil
 	for _, i := range s.def.PK {
 		s.last = append(s.last, lastRow[i])
 	}
@@ -248,4 +225,24 @@ func (c *nodeCopy) caughtUp(ctx context.Context) error {
 		return fmt.Errorf("node %s: %w", c.node, err)
 	}
 	return c.catchUp(ctx, now)
+}
+
+// snapshot starts a consistent snapshot on the node's source connection.
+func snapshot(c *nodeCopy) (binlog.Position, error) {
+	p, err := binlog.Snapshot(c.src)
+	if err != nil {
+		return p, fmt.Errorf("node %s: %w", c.node, err)
+	}
+	return p, nil
+}
+
+// rowValues turns a text row into values (nil for NULL).
+func rowValues(r []*string) []any {
+	row := make([]any, len(r))
+	for i, v := range r {
+		if v != nil {
+			row[i] = *v
+		}
+	}
+	return row
 }

@@ -215,36 +215,13 @@ func runMove(t *testing.T, db string, oldRule, newRule *router.TableRule, wantSp
 	}
 
 	// Writers run through the copy and a while after it.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var werr sync.Map
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 7))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := old.write(r, maxID); err != nil {
-					werr.Store(w, err)
-					return
-				}
-			}
-		}()
-	}
-	if err := cp.Copy(ctx); err != nil {
-		close(stop)
-		wg.Wait()
+	stop := writers(t, old, maxID, 1)
+	err = cp.Copy(ctx)
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	werr.Range(func(k, v any) bool { t.Fatalf("writer %v: %v", k, v); return false })
 	if err := cp.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +270,64 @@ func runMove(t *testing.T, db string, oldRule, newRule *router.TableRule, wantSp
 	}
 	if len(want) < 500 {
 		t.Fatalf("only %d rows: the test is too small to mean anything", len(want))
+	}
+
+	// Verify finds nothing while writes go on...
+	stop = writers(t, old, maxID, 2)
+	diffs2, err := cp.Verify(ctx)
+	stop()
+	if err != nil || len(diffs2) > 0 {
+		t.Fatalf("Verify under writes: %v, %v", diffs2, err)
+	}
+	// ...and names a row changed behind its back (after the writers'
+	// last changes are applied: they could change it back).
+	if err := cp.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var tg *reshard.Target
+	for i := range plan.Targets {
+		if !plan.Targets[i].Kept {
+			tg = &plan.Targets[i]
+			break
+		}
+	}
+	mustExec(t, direct(t, tg.Node), "UPDATE "+db+"."+tg.Name+" SET n = -1 ORDER BY id LIMIT 1")
+	diffs2, err = cp.Verify(ctx)
+	if err != nil || len(diffs2) != 1 || diffs2[0].Count != 1 || !strings.Contains(diffs2[0].String(), tg.Place.String()) ||
+		!strings.Contains(diffs2[0].String(), `"-1"`) {
+		t.Fatalf("Verify after changing a row of %v: %v, %v", tg.Place, diffs2, err)
+	}
+	t.Log(diffs2[0])
+}
+
+// writers starts 4 goroutines writing to the old layout until the
+// returned stop is called (which fails the test on a writer's error).
+func writers(t *testing.T, old layout, maxID int64, seed uint64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var werr sync.Map
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), seed))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := old.write(r, maxID); err != nil {
+					werr.Store(w, err)
+					return
+				}
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		wg.Wait()
+		werr.Range(func(k, v any) bool { t.Fatalf("writer %v: %v", k, v); return false })
 	}
 }
 

@@ -129,6 +129,60 @@ func (d *TableDef) pkList() string {
 	return strings.Join(parts, ", ")
 }
 
+// after is the WHERE clause of the rows after primary key last ("" when
+// last is nil: from the first).
+func (d *TableDef) after(last []any) string {
+	if last == nil {
+		return ""
+	}
+	return " WHERE (" + d.pkList() + ") > (" + d.values(last) + ")"
+}
+
+// values writes a primary key's values as a SQL list.
+func (d *TableDef) values(pk []any) string {
+	var b strings.Builder
+	for n, i := range d.PK {
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		d.literal(&b, i, pk[n])
+	}
+	return b.String()
+}
+
+// pkString is a primary key for messages.
+func (d *TableDef) pkString(pk []any) string {
+	if pk == nil {
+		return ""
+	}
+	return d.values(pk)
+}
+
+// pkText is a text row's primary key for messages and as a map key.
+func (d *TableDef) pkText(r []*string) string {
+	var parts []string
+	for _, i := range d.PK {
+		parts = append(parts, d.Columns[i]+"="+show(r[i]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// rowText is a text row for comparing and messages.
+func (d *TableDef) rowText(r []*string) string {
+	var parts []string
+	for _, v := range r {
+		parts = append(parts, show(v))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func show(p *string) string {
+	if p == nil {
+		return "NULL"
+	}
+	return strconv.Quote(*p)
+}
+
 // keyValue is the shard-key value of a row as the router reads a
 // literal: integers as int64 (uint64 past its range), the rest as text.
 func (d *TableDef) keyValue(v any) any {
