@@ -40,6 +40,7 @@ var only = map[string][]string{
 	"proxy/blacklist": {"router", "router/shard"},
 	"proxy/cluster":   {},
 	"proxy/digest":    {},
+	"proxy/hold":      {},
 }
 
 func deps(t *testing.T, pkg string) map[string]bool {
