@@ -94,6 +94,11 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	if err != nil {
 		return true, s.fail(err)
 	}
+	if replan, err := heldStatement(s, pl); err != nil {
+		return true, s.fail(err)
+	} else if replan {
+		return s.routed(p, sql, info)
+	}
 	if err := ddlCommit(s, sql, info); err != nil {
 		return true, s.fail(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/deadlock"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/proxy/frontend"
+	"github.com/keyshard/keyshard/proxy/hold"
 	"github.com/keyshard/keyshard/router"
 	"github.com/pingcap/tidb/pkg/parser/charset"
 	"go.uber.org/zap"
@@ -67,6 +68,9 @@ type Session struct {
 	// detector follows it; dlHeld, scratch for its connections.
 	dl     deadlock.Tx
 	dlHeld []engine.Held
+	// mark says whether a statement runs or a transaction is open, for a
+	// layout switch's hold (held.go).
+	mark hold.Mark
 }
 
 // NewHandler makes the session of client connection c
@@ -259,7 +263,9 @@ func (s *Session) Command(p []byte) frontend.Next {
 	if s.warnings != nil && !isShowWarnings(text) {
 		s.warnings = nil
 	}
+	s.mark.Set(true) // before the statement looks for a hold (held.go)
 	err := s.dispatch(cmd, p)
+	s.mark.Set(s.lease.TxOpen())
 	s.limit.disarm()
 	if s.cache.txWrote != nil || s.cache.txWroteAll {
 		s.cache.endTx()

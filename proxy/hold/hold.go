@@ -24,14 +24,16 @@ import (
 	"time"
 )
 
-// Mark is a session's transaction state, read by the gate's owner from
-// another goroutine. Its zero value is a session outside a transaction.
+// Mark is a session's state as a gate sees it: busy (a statement runs, or
+// a transaction is open) or not, and an epoch counting the times it
+// became idle. Its zero value is an idle session.
 type Mark struct {
-	v atomic.Uint64 // epoch<<1 | in a transaction
+	v atomic.Uint64 // epoch<<1 | busy
 }
 
-// Set records, after each statement, whether the session is now in a
-// transaction; leaving one advances the epoch. It costs a load when
+// Set records whether the session is busy: true before each statement
+// (before it looks at the gate), then, after it, whether a transaction is
+// still open; becoming idle advances the epoch. It costs a load when
 // nothing changed.
 func (m *Mark) Set(inTx bool) {
 	v := m.v.Load()
@@ -50,9 +52,16 @@ func (m *Mark) state() (epoch uint64, inTx bool) {
 }
 
 // Gate holds the statements that touch its tables.
+//
+// It is closed in two steps, so that no statement slips between them:
+// New makes it and the owner publishes it where sessions look (an atomic
+// pointer), then Arm reads every session's Mark. A session marks itself
+// busy, then looks for a gate (both atomic): either Arm sees it busy (it
+// is waited for, and passes), or the session sees the gate (and waits).
 type Gate struct {
 	tables map[string]bool  // "db.table", lower case
-	wait   map[*Mark]uint64 // sessions in a transaction at Close: their epoch then
+	wait   map[*Mark]uint64 // sessions busy at Arm: their epoch then
+	armed  chan struct{}    // closed by Arm: wait is complete
 	open   chan struct{}    // closed by Open
 	opened atomic.Bool
 	once   sync.Once
@@ -60,18 +69,31 @@ type Gate struct {
 	since  time.Time
 }
 
-// Close makes a gate for tables ("db.table"), given the marks of every
-// session (those in a transaction now are waited for by Drained).
-func Close(tables []string, marks []*Mark) *Gate {
-	g := &Gate{tables: map[string]bool{}, wait: map[*Mark]uint64{}, open: make(chan struct{}), since: time.Now()}
+// New makes a gate for tables ("db.table"): publish it, then Arm it.
+func New(tables []string) *Gate {
+	g := &Gate{tables: map[string]bool{}, wait: map[*Mark]uint64{}, armed: make(chan struct{}), open: make(chan struct{}), since: time.Now()}
 	for _, t := range tables {
 		g.tables[strings.ToLower(t)] = true
 	}
+	return g
+}
+
+// Arm takes the marks of every session: those busy now are waited for by
+// Drained, and their statements pass.
+func (g *Gate) Arm(marks []*Mark) {
 	for _, m := range marks {
-		if e, in := m.state(); in {
+		if e, busy := m.state(); busy {
 			g.wait[m] = e
 		}
 	}
+	close(g.armed)
+}
+
+// Close is New and Arm at once, for a gate no session can see before it
+// is armed (tests, a data plane without sessions).
+func Close(tables []string, marks []*Mark) *Gate {
+	g := New(tables)
+	g.Arm(marks)
 	return g
 }
 
@@ -90,6 +112,7 @@ func (g *Gate) Passes(m *Mark) bool {
 	if g.opened.Load() {
 		return true
 	}
+	<-g.armed // between New and Arm: microseconds
 	e0, ok := g.wait[m]
 	if !ok {
 		return false
@@ -144,6 +167,7 @@ func (g *Gate) Drained(ctx context.Context) error {
 
 // Busy is how many transactions open at Close are still open.
 func (g *Gate) Busy() int {
+	<-g.armed
 	busy := 0
 	for m, e0 := range g.wait {
 		if e, in := m.state(); in && e == e0 {

@@ -123,28 +123,125 @@ func replaceStmt(t *Target, d *TableDef, rows [][]any) string {
 	return b.String()
 }
 
-// deleteStmt deletes from t the row whose primary key row has.
-func deleteStmt(t *Target, d *TableDef, row []any) string {
+// deleteStmt deletes from t the rows whose primary keys rows have.
+func deleteStmt(t *Target, d *TableDef, rows [][]any) string {
 	var b strings.Builder
 	b.WriteString("DELETE FROM ")
 	b.WriteString(backend.QuoteName(t.DB) + "." + backend.QuoteName(t.Name))
-	b.WriteString(" WHERE ")
-	for n, i := range d.PK {
-		if n > 0 {
-			b.WriteString(" AND ")
+	b.WriteString(" WHERE (" + d.pkList() + ") IN (")
+	for r, row := range rows {
+		if r > 0 {
+			b.WriteString(", ")
 		}
-		b.WriteString(backend.QuoteName(d.Columns[i]))
-		b.WriteString(" = ")
-		d.literal(&b, i, row[i])
+		b.WriteByte('(')
+		for n, i := range d.PK {
+			if n > 0 {
+				b.WriteString(", ")
+			}
+			d.literal(&b, i, row[i])
+		}
+		b.WriteByte(')')
 	}
+	b.WriteByte(')')
 	return b.String()
 }
 
-// changeStmts appends to per (statements by target node) what applying ch,
-// a change of a source sub-table, takes: the row leaves the target of its
-// old key (when that differs from its new one, or its primary key
-// changed) and is written whole to the target of its new key.
-func changeStmts(per map[string][]string, p *TablePlan, d *TableDef, ch *binlog.Change) error {
+// batch is the net effect of a run of committed changes on the targets:
+// per target, the last image of each primary key (a row to write whole, or
+// a delete). Row images are the rows as stored, so the last image of a key
+// is its state at the batch's end; applying the deletes, then the writes,
+// gives every target that state in one transaction per node, with two
+// statements per target (LESSONS 5: batch what can be batched).
+type batch struct {
+	per     map[*Target]*targetBatch
+	order   []*Target
+	changes int
+}
+
+type targetBatch struct {
+	def  *TableDef
+	keys map[string]int // primary key text -> index into acts
+	acts []action
+}
+
+type action struct {
+	row []any
+	del bool
+}
+
+func (b *batch) add(t *Target, d *TableDef, row []any, del bool) {
+	if b.per == nil {
+		b.per = map[*Target]*targetBatch{}
+	}
+	tb := b.per[t]
+	if tb == nil {
+		tb = &targetBatch{def: d, keys: map[string]int{}}
+		b.per[t] = tb
+		b.order = append(b.order, t)
+	}
+	k := pkKey(d, row)
+	if i, ok := tb.keys[k]; ok {
+		tb.acts[i] = action{row: row, del: del}
+		return
+	}
+	tb.keys[k] = len(tb.acts)
+	tb.acts = append(tb.acts, action{row: row, del: del})
+}
+
+func (b *batch) reset() {
+	clear(b.per)
+	b.order = b.order[:0]
+	b.changes = 0
+}
+
+// maxStmtRows bounds the rows of one REPLACE or DELETE a batch sends.
+const maxStmtRows = 500
+
+// stmts are the statements of b's targets on node: deletes, then writes.
+func (b *batch) stmts(node string) []string {
+	var out []string
+	for _, t := range b.order {
+		if t.Node != node {
+			continue
+		}
+		tb := b.per[t]
+		var dels, rows [][]any
+		for _, a := range tb.acts {
+			if a.del {
+				dels = append(dels, a.row)
+			} else {
+				rows = append(rows, a.row)
+			}
+		}
+		for len(dels) > 0 {
+			n := min(len(dels), maxStmtRows)
+			out = append(out, deleteStmt(t, tb.def, dels[:n]))
+			dels = dels[n:]
+		}
+		for len(rows) > 0 {
+			n := min(len(rows), maxStmtRows)
+			out = append(out, replaceStmt(t, tb.def, rows[:n]))
+			rows = rows[n:]
+		}
+	}
+	return out
+}
+
+// nodes are the target nodes b writes to.
+func (b *batch) nodes() []string {
+	var out []string
+	for _, t := range b.order {
+		if !slices.Contains(out, t.Node) {
+			out = append(out, t.Node)
+		}
+	}
+	return out
+}
+
+// addChange adds ch, a change of a source sub-table, to b: the row leaves
+// the target of its old key (when that differs from its new one, or its
+// primary key changed) and is written whole to the target of its new key.
+func (b *batch) addChange(p *TablePlan, d *TableDef, ch *binlog.Change) error {
 	if err := sameColumns(p, d, ch); err != nil {
 		return err
 	}
@@ -163,13 +260,23 @@ func changeStmts(per map[string][]string, p *TablePlan, d *TableDef, ch *binlog.
 	pkChanged := ch.Before != nil && ch.After != nil && !samePK(d, ch.Before, ch.After)
 	for _, t := range before {
 		if pkChanged || !slices.Contains(after, t) {
-			per[t.Node] = append(per[t.Node], deleteStmt(t, d, ch.Before))
+			b.add(t, d, ch.Before, true)
 		}
 	}
 	for _, t := range after {
-		per[t.Node] = append(per[t.Node], replaceStmt(t, d, [][]any{ch.After}))
+		b.add(t, d, ch.After, false)
 	}
+	b.changes++
 	return nil
+}
+
+// pkKey is a row's primary key as a map key.
+func pkKey(d *TableDef, row []any) string {
+	var sb strings.Builder
+	for _, i := range d.PK {
+		fmt.Fprintf(&sb, "%T:%v\x00", row[i], row[i])
+	}
+	return sb.String()
 }
 
 func samePK(d *TableDef, a, b []any) bool {

@@ -45,9 +45,10 @@ type nodeCopy struct {
 	w   *writer
 	pos binlog.Position // applied up to here (a transaction boundary)
 
-	pending []binlog.Change
-	copied  atomic.Int64 // rows written by the copy
-	applied atomic.Int64 // changes applied from the binlog
+	pending []binlog.Change // rows events of the transaction being read
+	batch   batch           // committed changes not applied yet
+	copied  atomic.Int64    // rows written by the copy
+	applied atomic.Int64    // changes applied from the binlog
 }
 
 // start opens the source connection, takes the position the follower
@@ -93,30 +94,61 @@ func (c *nodeCopy) close() {
 }
 
 // catchUp applies the binlog until the position applied reaches until.
+// Committed transactions are applied in batches (see batch): up to
+// maxBatch changes, or all read when until is reached.
 func (c *nodeCopy) catchUp(ctx context.Context, until binlog.Position) error {
-	for c.pos.Compare(until) < 0 {
+	read := c.pos // read up to here (a transaction boundary)
+	for read.Compare(until) < 0 {
 		ev, err := c.f.Next(ctx)
 		if err != nil {
-			return fmt.Errorf("node %s: reading its binlog after %v: %w", c.node, c.pos, err)
+			return fmt.Errorf("node %s: reading its binlog after %v: %w", c.node, read, err)
 		}
 		switch {
 		case ev.Commit:
-			if err := c.apply(ctx); err != nil {
-				return err
+			for i := range c.pending {
+				ch := &c.pending[i]
+				if s := c.byName[strings.ToLower(ch.Table)]; s != nil {
+					if err := c.batch.addChange(s.plan, s.def, ch); err != nil {
+						return err
+					}
+				}
 			}
-			c.pos = ev.Pos
+			c.pending = c.pending[:0]
+			read = ev.Pos
+			if c.batch.changes >= maxBatch {
+				if err := c.flush(ctx, read); err != nil {
+					return err
+				}
+			}
 		case ev.DDL != "":
 			if s := c.touches(ev.DDL); s != nil {
 				return fmt.Errorf("table %s: a DDL statement ran on %s.%s on node %s while resharding (%.100s): cancel and start again",
 					s.plan.Name(), s.plan.DB, s.name, c.node, ev.DDL)
 			}
-			c.pos = ev.Pos
+			read = ev.Pos
 		case len(ev.Changes) > 0:
 			c.pending = append(c.pending, ev.Changes...)
 		default:
-			c.pos = ev.Pos
+			read = ev.Pos
 		}
 	}
+	return c.flush(ctx, read)
+}
+
+// maxBatch is how many changes a batch gathers before it is applied.
+const maxBatch = 2000
+
+// flush applies the batch, one transaction per target node, and records
+// pos as applied.
+func (c *nodeCopy) flush(ctx context.Context, pos binlog.Position) error {
+	for _, node := range c.batch.nodes() {
+		if err := c.w.exec(ctx, node, c.batch.stmts(node)); err != nil {
+			return fmt.Errorf("applying changes of node %s's binlog to node %s: %w", c.node, node, err)
+		}
+	}
+	c.applied.Add(int64(c.batch.changes))
+	c.batch.reset()
+	c.pos = pos
 	return nil
 }
 
@@ -129,33 +161,6 @@ func (c *nodeCopy) touches(ddl string) *source {
 			return s
 		}
 	}
-	return nil
-}
-
-// apply writes the pending changes of one committed transaction, in one
-// transaction per target node.
-func (c *nodeCopy) apply(ctx context.Context) error {
-	if len(c.pending) == 0 {
-		return nil
-	}
-	per := map[string][]string{}
-	for i := range c.pending {
-		ch := &c.pending[i]
-		s := c.byName[strings.ToLower(ch.Table)]
-		if s == nil {
-			continue
-		}
-		if err := changeStmts(per, s.plan, s.def, ch); err != nil {
-			return err
-		}
-	}
-	for node, stmts := range per {
-		if err := c.w.exec(ctx, node, stmts); err != nil {
-			return fmt.Errorf("applying a change of node %s's binlog to node %s: %w", c.node, node, err)
-		}
-	}
-	c.applied.Add(int64(len(c.pending)))
-	c.pending = c.pending[:0]
 	return nil
 }
 
