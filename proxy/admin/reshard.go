@@ -15,13 +15,13 @@ import (
 // parseReshard reads ADMIN RESHARD START [db.table, ...] | STATUS |
 // CANCEL (toks after ADMIN RESHARD).
 func parseReshard(toks []token) (command, error) {
-	const want = "want ADMIN RESHARD START [db.table, ...], ADMIN RESHARD STATUS or ADMIN RESHARD CANCEL"
+	const want = "want ADMIN RESHARD START [db.table, ...], ADMIN RESHARD STATUS, ADMIN RESHARD CANCEL or ADMIN RESHARD COMPLETE"
 	if len(toks) == 0 || toks[0].quoted {
 		return command{}, syntaxErr(want)
 	}
 	op := strings.ToLower(toks[0].text)
 	switch op {
-	case "status", "cancel":
+	case "status", "cancel", "complete":
 		if len(toks) != 1 {
 			return command{}, syntaxErr(want)
 		}
@@ -67,6 +67,18 @@ func reshardCmd(ctl control.Controls, vals []string) (*proxy.AdminResult, error)
 			return nil, err
 		}
 		return &proxy.AdminResult{Info: "reshard cancelled; the sub-tables it created are dropped"}, nil
+	case "complete":
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		dropped, err := ctl.ReshardComplete(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rows := make([][]string, 0, len(dropped))
+		for _, d := range dropped {
+			rows = append(rows, []string{d})
+		}
+		return table([]string{"dropped"}, rows), nil
 	}
 	return reshardStatus(ctl), nil
 }
@@ -80,7 +92,7 @@ func reshardStatus(ctl control.Controls) *proxy.AdminResult {
 		return table(cols, nil)
 	}
 	elapsed := time.Since(st.Started)
-	if st.Phase == reshard.Switched {
+	if st.Phase == reshard.Switched || st.Phase == reshard.Complete {
 		elapsed = st.Switched.Sub(st.Started)
 	}
 	msg := st.Error

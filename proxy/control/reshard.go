@@ -44,7 +44,7 @@ func (c Controls) ReshardStart(ctx context.Context, tables []string) ([]string, 
 	defer p.reshard.mu.Unlock()
 	if w := p.reshard.w; w != nil {
 		switch st := w.Status(); st.Phase {
-		case reshard.Switched, reshard.Cancelled, reshard.Failed:
+		case reshard.Switched, reshard.Complete, reshard.Cancelled, reshard.Failed:
 		default:
 			return nil, argErr("keyshard: a reshard of %s is %s; wait for it, or ADMIN RESHARD CANCEL", strings.Join(st.Tables, ", "), st.Phase)
 		}
@@ -105,6 +105,27 @@ func (c Controls) ReshardCancel(ctx context.Context) error {
 		return argErr("keyshard: %v", err)
 	}
 	return c.done("reshard cancel: "+strings.Join(w.Tables(), ", "), nil)
+}
+
+// ReshardComplete drops the old layout's tables after the switch (the
+// sub-tables that moved away, the renamed ones) and ends the workflow.
+func (c Controls) ReshardComplete(ctx context.Context) ([]string, error) {
+	p := c.p
+	p.reshard.mu.Lock()
+	w := p.reshard.w
+	p.reshard.mu.Unlock()
+	if w == nil {
+		return nil, argErr("keyshard: no reshard to complete")
+	}
+	dropped, err := w.Complete(ctx)
+	var out []string
+	for _, pl := range dropped {
+		out = append(out, pl.String())
+	}
+	if err != nil {
+		return out, argErr("keyshard: %v", err)
+	}
+	return out, c.done("reshard complete: dropped "+strings.Join(out, ", "), nil)
 }
 
 // reshardPlans plans every table whose placement differs between running

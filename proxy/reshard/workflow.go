@@ -23,6 +23,7 @@ const (
 	Verifying   Phase = "verifying"
 	CuttingOver Phase = "cutting-over"
 	Switched    Phase = "switched"
+	Complete    Phase = "complete"
 	Cancelled   Phase = "cancelled"
 	Failed      Phase = "failed"
 )
@@ -323,6 +324,61 @@ func (w *Workflow) Cancel(ctx context.Context) error {
 	}
 	w.set(Cancelled)
 	return errors.Join(errs...)
+}
+
+// Leftovers are the old layout's tables the new one does not use, after
+// the switch: the sub-tables that moved to other nodes (still on their old
+// ones) and the renamed ones (NAME__ksold).
+func (w *Workflow) Leftovers() []Place {
+	var out []Place
+	for _, p := range w.plans {
+		inNew := map[Place]bool{}
+		for _, t := range p.Targets {
+			inNew[Place{Node: t.Node, DB: t.DB, Name: t.Final}] = true
+		}
+		shadowed := map[Place]bool{}
+		for _, t := range p.Targets {
+			if t.Shadow {
+				shadowed[Place{Node: t.Node, DB: t.DB, Name: t.Final}] = true
+			}
+		}
+		for i := range p.Old.Rule.Tables() {
+			pl := p.Source(i)
+			switch {
+			case shadowed[pl]:
+				out = append(out, Place{Node: pl.Node, DB: pl.DB, Name: pl.Name + OldSuffix})
+			case !inNew[pl]:
+				out = append(out, pl)
+			}
+		}
+	}
+	return out
+}
+
+// Complete drops the leftovers of a switched workflow (see Leftovers) and
+// ends it: after it, the old layout cannot come back.
+func (w *Workflow) Complete(ctx context.Context) ([]Place, error) {
+	w.mu.Lock()
+	ph := w.phase
+	w.mu.Unlock()
+	if ph != Switched {
+		return nil, fmt.Errorf("reshard: the workflow is %s; COMPLETE drops the old sub-tables once it has switched", ph)
+	}
+	var dropped []Place
+	for _, pl := range w.Leftovers() {
+		c, err := openConn(ctx, w.nodes, pl.Node)
+		if err != nil {
+			return dropped, err
+		}
+		_, err = c.Exec("DROP TABLE IF EXISTS " + backend.QuoteName(pl.DB) + "." + backend.QuoteName(pl.Name))
+		c.Close()
+		if err != nil {
+			return dropped, fmt.Errorf("node %s: dropping %s: %w", pl.Node, pl.Name, err)
+		}
+		dropped = append(dropped, pl)
+	}
+	w.set(Complete)
+	return dropped, nil
 }
 
 // Wait waits for the workflow's background run to end.

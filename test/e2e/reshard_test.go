@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ const reshardDB = "rs_e2e"
 // node3 is the third backend. root is the admin.
 func reshardYAML(addr, nodes, locations string) string {
 	return fmt.Sprintf(`addr: %s
+reshard_cutover_timeout: 400ms
 admin_users: [root]
 user_list:
   - user: ks
@@ -132,18 +135,29 @@ func (w *reshardWorkload) run(t *testing.T, db *sql.DB, clients int, stop <-chan
 	}
 }
 
-// TestReshardOnline grows acct from 2 sub-tables per node on 2 nodes to a
-// split over 3 nodes (hash [2,2] -> [2,2,2]: rows change sub-table), with
-// 8 clients writing and reading through keyshard the whole time: no client
-// error, every acknowledged write is in the final table, every row is
-// where the new rule puts it, and the old sub-tables are kept aside.
-func TestReshardOnline(t *testing.T) {
+// reshardCase is one online reshard of acct through keyshard.
+type reshardCase struct {
+	fromNodes, fromLoc, toNodes, toLoc string
+	// place is the port and sub-table index the new rule gives id.
+	place func(id int64) (port, sub int)
+	subs  int // sub-tables of the new layout
+	// during runs while the reshard runs (nil: nothing).
+	during func(t *testing.T, app, root *sql.DB)
+}
+
+// runReshard loads acct, runs 8 clients writing and reading through
+// keyshard, edits ks.yaml and runs ADMIN RESHARD START, waits for the
+// switch and checks: no client error, every acknowledged write in the
+// final table (read through keyshard), every row in the sub-table the new
+// rule gives it. It returns the proxy, the admin connection and the final
+// SHOW RESHARD STATUS columns.
+func runReshard(t *testing.T, c reshardCase) (*testProxy, *sql.DB, map[string]string) {
 	for _, port := range []int{basePort, basePort + 1, downPort} {
 		d := direct(t, port, "")
 		mustExec(t, d, "DROP DATABASE IF EXISTS "+reshardDB)
 		mustExec(t, d, "CREATE DATABASE "+reshardDB)
 	}
-	p := startProxy(t, reshardYAML("%ADDR%", "node1, node2", "2, 2"))
+	p := startProxy(t, reshardYAML("%ADDR%", c.fromNodes, c.fromLoc))
 	app := p.open(t, "ks:ks", reshardDB, "")
 	app.SetMaxOpenConns(16)
 	mustExec(t, app, "CREATE TABLE acct (id BIGINT PRIMARY KEY, n INT NOT NULL, s VARCHAR(20))")
@@ -161,40 +175,40 @@ func TestReshardOnline(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	w.run(t, app, 8, stop, &wg)
+	stopped := false
+	defer func() {
+		if !stopped {
+			close(stop)
+			wg.Wait()
+		}
+	}()
 
 	// The operator edits ks.yaml to the layout wanted; a reload refuses
 	// it and names the way.
 	root := p.open(t, "root:rootpw", "", "")
-	if err := os.WriteFile(p.File, []byte(reshardYAML(p.Addr, "node1, node2, node3", "2, 2, 2")), 0o644); err != nil {
+	if err := os.WriteFile(p.File, []byte(reshardYAML(p.Addr, c.toNodes, c.toLoc)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := root.Exec("admin reload")
 	if err == nil || !strings.Contains(err.Error(), "ADMIN RESHARD START") {
 		t.Fatalf("admin reload of a layout that moves rows: %v, want a refusal naming ADMIN RESHARD START", err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	rows, err := root.Query("admin reshard start")
-	if err != nil {
-		close(stop)
-		wg.Wait()
-		t.Fatal(err)
+	if c.during != nil {
+		c.during(t, app, root)
 	}
-	for rows.Next() {
-		var line string
-		_ = rows.Scan(&line)
+	time.Sleep(200 * time.Millisecond)
+	for _, line := range queryCol(t, root, "admin reshard start") {
 		t.Log(line)
 	}
-	rows.Close()
 
 	// Wait for the switch, with the workload running.
+	var st map[string]string
 	deadline := time.Now().Add(2 * time.Minute)
-	var phase, copied, applied, tries, held, msg string
 	for time.Now().Before(deadline) {
-		var table, started, elapsed, plan string
-		if err := root.QueryRow("SHOW RESHARD STATUS").Scan(&table, &phase, &copied, &applied, &started, &elapsed, &tries, &held, &msg, &plan); err != nil {
+		if st, err = reshardStatusOf(root); err != nil {
 			t.Fatal(err)
 		}
-		if phase == "switched" || phase == "failed" || phase == "cancelled" {
+		if ph := st["phase"]; ph == "switched" || ph == "failed" || ph == "cancelled" {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -203,10 +217,11 @@ func TestReshardOnline(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
 	wg.Wait()
+	stopped = true
 	t.Logf("phase %s, copied %s, applied %s, cut-over tries %s, hold %s, %d statements, longest %s",
-		phase, copied, applied, tries, held, w.ops.Load(), time.Duration(w.maxLat.Load()))
-	if phase != "switched" {
-		t.Fatalf("reshard ended %s: %s", phase, msg)
+		st["phase"], st["rows_copied"], st["changes_applied"], st["cutover_tries"], st["last_hold"], w.ops.Load(), time.Duration(w.maxLat.Load()))
+	if st["phase"] != "switched" {
+		t.Fatalf("reshard ended %s: %s", st["phase"], st["error"])
 	}
 	if len(w.errs) > 0 {
 		t.Fatalf("%d client errors during the reshard, first: %v", len(w.errs), w.errs[0])
@@ -243,19 +258,21 @@ func TestReshardOnline(t *testing.T) {
 		t.Fatalf("%d rows differ from the acknowledged writes", bad)
 	}
 
-	// On the backends: each row in the sub-table the new rule gives
-	// (hash of id over 6: sub-tables 0-1 node1, 2-3 node2, 4-5 node3),
-	// the old sub-tables 0 and 1 (their names stayed on node1) kept as
-	// __ksold.
+	// On the backends: each row in the sub-table the new rule gives.
 	total := 0
-	for i := range 6 {
-		port := []int{basePort, basePort + 1, downPort}[i/2]
+	for i := range c.subs {
+		port := 0
+		for id := int64(1); port == 0; id++ {
+			if pt, sub := c.place(id); sub == i {
+				port = pt
+			}
+		}
 		ids := queryCol(t, direct(t, port, reshardDB), fmt.Sprintf("SELECT CAST(id AS CHAR) FROM acct_%04d", i))
 		for _, s := range ids {
 			var id int64
 			fmt.Sscan(s, &id)
-			if id%6 != int64(i) {
-				t.Fatalf("id %d in acct_%04d, the new rule puts it in acct_%04d", id, i, id%6)
+			if pt, sub := c.place(id); sub != i || pt != port {
+				t.Fatalf("id %d in acct_%04d on port %d, the new rule puts it in acct_%04d on %d", id, i, port, sub, pt)
 			}
 		}
 		total += len(ids)
@@ -263,8 +280,94 @@ func TestReshardOnline(t *testing.T) {
 	if total != len(got) {
 		t.Fatalf("%d rows in the new sub-tables, %d through keyshard", total, len(got))
 	}
-	var n int
-	if err := direct(t, basePort, reshardDB).QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME LIKE 'acct%ksold'", reshardDB).Scan(&n); err != nil || n != 2 {
-		t.Fatalf("old sub-tables kept on node1: %d, %v; want 2", n, err)
+	return p, root, st
+}
+
+// reshardStatusOf is SHOW RESHARD STATUS's one row by column name.
+func reshardStatusOf(root *sql.DB) (map[string]string, error) {
+	cols := []string{"table", "phase", "rows_copied", "changes_applied", "started", "elapsed", "cutover_tries", "last_hold", "error", "plan"}
+	vals := make([]string, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := root.QueryRow("SHOW RESHARD STATUS").Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	st := map[string]string{}
+	for i, c := range cols {
+		st[c] = vals[i]
+	}
+	return st, nil
+}
+
+// tablesLike lists the tables of rs_e2e on port whose names match like.
+func tablesLike(t *testing.T, port int, like string) []string {
+	return queryCol(t, direct(t, port, reshardDB), "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '"+
+		reshardDB+"' AND TABLE_NAME LIKE '"+like+"' ORDER BY 1")
+}
+
+// TestReshardOnlineSplit grows acct from 2 sub-tables per node on 2 nodes
+// to 2 per node on 3 (hash [2,2] -> [2,2,2]: rows change sub-table).
+func TestReshardOnlineSplit(t *testing.T) {
+	ports := []int{basePort, basePort + 1, downPort}
+	runReshard(t, reshardCase{
+		fromNodes: "node1, node2", fromLoc: "2, 2", toNodes: "node1, node2, node3", toLoc: "2, 2, 2", subs: 6,
+		place: func(id int64) (int, int) { return ports[id%6/2], int(id % 6) },
+	})
+	// The old sub-tables whose names stayed on their node are kept aside.
+	if got := tablesLike(t, basePort, "acct%ksold"); len(got) != 2 {
+		t.Fatalf("old sub-tables kept on node1: %v; want acct_0000__ksold, acct_0001__ksold", got)
+	}
+}
+
+// TestReshardOnlineMove moves whole sub-tables onto a new node (hash
+// [2,2] on 2 nodes -> [1,2,1] on 3: every key keeps its sub-table, two
+// sub-tables change node), with a transaction held open on the table at
+// the cut-over (which waits for it, past reshard_cutover_timeout, so it
+// is tried again), then ADMIN RESHARD COMPLETE drops the old copies.
+func TestReshardOnlineMove(t *testing.T) {
+	ports := map[int]int{0: basePort, 1: basePort + 1, 2: basePort + 1, 3: downPort}
+	var tx *sql.Tx
+	_, root, st := runReshard(t, reshardCase{
+		fromNodes: "node1, node2", fromLoc: "2, 2", toNodes: "node1, node2, node3", toLoc: "1, 2, 1", subs: 4,
+		place: func(id int64) (int, int) { return ports[int(id%4)], int(id % 4) },
+		during: func(t *testing.T, app, root *sql.DB) {
+			var err error
+			if tx, err = app.Begin(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec("UPDATE acct SET n = n WHERE id = 100000"); err != nil {
+				t.Fatal(err)
+			}
+			// Open across the first cut-overs (400 ms each), then
+			// committed: the cut-over waits, gives up, tries again.
+			go func() {
+				defer tx.Commit()
+				for range 600 {
+					if st, err := reshardStatusOf(root); err == nil && st["cutover_tries"] >= "2" {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}()
+		},
+	})
+	if tries, _ := strconv.Atoi(st["cutover_tries"]); tries < 2 {
+		t.Fatalf("cut-over tries %s with a transaction open past reshard_cutover_timeout; want several", st["cutover_tries"])
+	}
+	// No shadows in a move; the moved sub-tables' old copies remain
+	// until COMPLETE.
+	if got := tablesLike(t, basePort, "acct%"); !slices.Equal(got, []string{"acct_0000", "acct_0001"}) {
+		t.Fatalf("node1 before COMPLETE: %v", got)
+	}
+	dropped := queryCol(t, root, "admin reshard complete")
+	if !slices.Equal(dropped, []string{"node1:rs_e2e.acct_0001", "node2:rs_e2e.acct_0003"}) {
+		t.Fatalf("COMPLETE dropped %v", dropped)
+	}
+	for port, want := range map[int][]string{basePort: {"acct_0000"}, basePort + 1: {"acct_0001", "acct_0002"}, downPort: {"acct_0003"}} {
+		if got := tablesLike(t, port, "acct%"); !slices.Equal(got, want) {
+			t.Fatalf("port %d after COMPLETE: %v, want %v", port, got, want)
+		}
 	}
 }
