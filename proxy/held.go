@@ -12,48 +12,76 @@ import (
 // means the switch is stuck.
 const heldWaitMax = 30 * time.Second
 
+// held is a layout switch's hold as the data plane keeps it: the gate,
+// and the configuration that ran when it closed. After a switch it stays
+// (opened) so that a session still on an older configuration, in a
+// transaction begun during the hold, takes the new one before it touches
+// the tables.
+type held struct {
+	gate   *hold.Gate
+	before int64 // the revision of the configuration at the hold
+}
+
 // heldStatement makes a statement that touches a table held for a layout
 // switch (an online reshard's cut-over: proxy/hold, proxy/reshard) wait
 // until the new layout serves, unless the session was busy (a statement
 // running, a transaction open) when the hold began: it goes on, and the
-// switch waits for it to be idle. After a wait the
-// session takes the new layout and the caller plans the statement again
-// (replan).
+// switch waits for it to be idle. After a wait, or after a switch when
+// the session still runs an older configuration, the session takes the
+// new layout and the caller plans the statement again (replan).
 func heldStatement(s *Session, pl *router.Plan) (replan bool, err error) {
-	g := s.srv.gate.Load()
-	if g == nil || pl == nil || g.Passes(&s.mark) {
+	h := s.srv.held.Load()
+	if h == nil || pl == nil {
 		return false, nil
 	}
-	touches := false
-	for _, t := range pl.Tables() {
-		if g.Touches(t.DB, t.Table) {
-			touches = true
-			break
+	g := h.gate
+	if g.Opened() {
+		if s.snap.rev > h.before || !touches(g, pl) {
+			return false, nil
 		}
+		return true, takeNewLayout(s)
 	}
-	if !touches {
+	if g.Passes(&s.mark) || !touches(g, pl) {
 		return false, nil
 	}
 	if err := g.Wait(s.srv.ctx, heldWaitMax); err != nil {
 		return false, newErr(errHeld, "keyshard: the statement waited %s for the layout switch of an online reshard, which did not end; "+
 			"see SHOW RESHARD STATUS (nothing ran)", heldWaitMax)
 	}
-	if snap := s.srv.snap.Load(); snap != s.snap {
-		if !snap.keeps(s.user, s.lease.Pinned()) {
-			return false, newErr(errHeld, "keyshard: the layout switch of an online reshard removed the node this session's "+
-				"transaction is on; the statement did not run: roll back and start again")
+	return true, takeNewLayout(s)
+}
+
+func touches(g *hold.Gate, pl *router.Plan) bool {
+	for _, t := range pl.Tables() {
+		if g.Touches(t.DB, t.Table) {
+			return true
 		}
-		s.rebind(snap)
 	}
-	return true, nil
+	return false
+}
+
+// takeNewLayout rebinds the session to the running configuration, even in
+// a transaction (its tables' layout changed; the node its transaction is
+// on must still be there).
+func takeNewLayout(s *Session) error {
+	snap := s.srv.snap.Load()
+	if snap == s.snap {
+		return nil
+	}
+	if !snap.keeps(s.user, s.lease.Pinned()) {
+		return newErr(errHeld, "keyshard: the layout switch of an online reshard removed the node this session's "+
+			"transaction is on; the statement did not run: roll back and start again")
+	}
+	s.rebind(snap)
+	return nil
 }
 
 // hold closes a gate over tables ("db.table") for a layout switch: every
 // session's statements on them wait until unhold, except those of the
-// transactions open now, which the gate's Drained waits for.
+// sessions busy now, which the gate's Drained waits for.
 func (srv *Server) hold(tables []string) *hold.Gate {
 	g := hold.New(tables)
-	srv.gate.Store(g) // before the marks are read: see hold.Gate
+	srv.held.Store(&held{gate: g, before: srv.snap.Load().rev}) // before the marks are read: see hold.Gate
 	var marks []*hold.Mark
 	srv.sessions.Range(func(_, v any) bool {
 		marks = append(marks, &v.(*Session).mark)
@@ -63,8 +91,12 @@ func (srv *Server) hold(tables []string) *hold.Gate {
 	return g
 }
 
-// unhold opens g and forgets it.
+// unhold opens g. Without a switch it is forgotten; after one it stays
+// (see held).
 func (srv *Server) unhold(g *hold.Gate) {
-	srv.gate.CompareAndSwap(g, nil)
+	h := srv.held.Load()
+	if h != nil && h.gate == g && srv.snap.Load().rev == h.before {
+		srv.held.CompareAndSwap(h, nil)
+	}
 	g.Open()
 }

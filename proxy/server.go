@@ -22,7 +22,6 @@ import (
 	"github.com/keyshard/keyshard/proxy/deadlock"
 	"github.com/keyshard/keyshard/proxy/digest"
 	"github.com/keyshard/keyshard/proxy/frontend"
-	"github.com/keyshard/keyshard/proxy/hold"
 	"github.com/keyshard/keyshard/proxy/xa"
 	"github.com/keyshard/keyshard/router"
 	"go.uber.org/zap"
@@ -54,12 +53,12 @@ type Server struct {
 	webFails  frontend.Lockout   // failed basic-auth logins on the web port
 
 	baseState *backend.State
-	states    sync.Map                  // collation id -> *backend.State
-	stmtRefs  *backend.StmtRefs         // client statements per text, so the backend ones die with them
-	xa        *xa.Coordinator           // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
-	catalog   *catalog.Catalog          // the tables' columns, for the router
-	deadlocks *deadlock.Detector        // finds cycles of lock waits across nodes
-	gate      atomic.Pointer[hold.Gate] // tables held for a layout switch (held.go); nil: none
+	states    sync.Map             // collation id -> *backend.State
+	stmtRefs  *backend.StmtRefs    // client statements per text, so the backend ones die with them
+	xa        *xa.Coordinator      // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
+	catalog   *catalog.Catalog     // the tables' columns, for the router
+	deadlocks *deadlock.Detector   // finds cycles of lock waits across nodes
+	held      atomic.Pointer[held] // tables held for a layout switch, or just switched (held.go); nil: none
 
 	ctx          context.Context
 	cancel       context.CancelFunc

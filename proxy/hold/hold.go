@@ -140,6 +140,9 @@ func (g *Gate) Wait(ctx context.Context, max time.Duration) error {
 	}
 }
 
+// Opened says Open was called.
+func (g *Gate) Opened() bool { return g.opened.Load() }
+
 // Held is how many statements wait now.
 func (g *Gate) Held() int64 { return g.held.Load() }
 
