@@ -7,10 +7,11 @@ import (
 	"github.com/keyshard/keyshard/router"
 )
 
-// heldWaitMax bounds how long a statement waits for a layout switch: the
-// cut-over gives up well before (reshard_cutover_timeout), so reaching it
+// heldWaitMargin is how much longer than reshard_cutover_timeout a
+// statement waits for a layout switch: the cut-over gives up at the
+// timeout (its rename and swap are bounded by it too), so reaching it
 // means the switch is stuck.
-const heldWaitMax = 30 * time.Second
+const heldWaitMargin = 25 * time.Second
 
 // held is a layout switch's hold as the data plane keeps it: the gate,
 // and the configuration that ran when it closed. After a switch it stays
@@ -30,29 +31,40 @@ type held struct {
 // the session still runs an older configuration, the session takes the
 // new layout and the caller plans the statement again (replan).
 func heldStatement(s *Session, pl *router.Plan) (replan bool, err error) {
+	if pl == nil {
+		return false, nil
+	}
+	return heldTables(s, pl.Tables(), false)
+}
+
+// heldTables is heldStatement for a statement on tables; all: the
+// statement may touch any table (a node hint sends it as it is), so it
+// waits whenever tables are held.
+func heldTables(s *Session, tables []*router.TableRule, all bool) (replan bool, err error) {
 	h := s.srv.held.Load()
-	if h == nil || pl == nil {
+	if h == nil {
 		return false, nil
 	}
 	g := h.gate
 	if g.Opened() {
-		if s.snap.rev > h.before || !touches(g, pl) {
+		if s.snap.rev > h.before || !all && !touches(g, tables) {
 			return false, nil
 		}
 		return true, takeNewLayout(s)
 	}
-	if g.Passes(&s.mark) || !touches(g, pl) {
+	if g.Passes(&s.mark) || !all && !touches(g, tables) {
 		return false, nil
 	}
-	if err := g.Wait(s.srv.ctx, heldWaitMax); err != nil {
+	max := s.snap.cfg.ReshardCutoverTimeout.D() + heldWaitMargin
+	if err := g.Wait(s.srv.ctx, max); err != nil {
 		return false, newErr(errHeld, "keyshard: the statement waited %s for the layout switch of an online reshard, which did not end; "+
-			"see SHOW RESHARD STATUS (nothing ran)", heldWaitMax)
+			"see SHOW RESHARD STATUS (nothing ran)", max)
 	}
 	return true, takeNewLayout(s)
 }
 
-func touches(g *hold.Gate, pl *router.Plan) bool {
-	for _, t := range pl.Tables() {
+func touches(g *hold.Gate, tables []*router.TableRule) bool {
+	for _, t := range tables {
 		if g.Touches(t.DB, t.Table) {
 			return true
 		}

@@ -78,6 +78,11 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	if n, ok, err := s.hintNode(sql[:info.Start]); err != nil {
 		return true, s.fail(err)
 	} else if ok {
+		if replan, err := heldTables(s, nil, true); err != nil {
+			return true, s.fail(err)
+		} else if replan {
+			return s.routed(p, sql, info)
+		}
 		if err := ddlCommit(s, sql, info); err != nil {
 			return true, s.fail(err)
 		}

@@ -150,6 +150,7 @@ func (s *Session) Login(l frontend.Login) error {
 
 // Closed ends the session (frontend.Handler).
 func (s *Session) Closed() {
+	s.mark.Set(false) // a layout switch's hold waits for it no more
 	if s.userConns != nil {
 		// Deferred each: a panic while the session ends (its lease half
 		// updated) still gives back the user's count and the process

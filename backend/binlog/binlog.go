@@ -112,11 +112,15 @@ type Change struct {
 	After   []any
 }
 
-// Event is what Next returns: the row changes of one rows event, or the
-// end of a transaction (Commit), or a statement that is neither (DDL, as
-// text), with the position after it: resuming there neither repeats nor
-// skips it. Resume only at a Commit (or DDL) position: a position inside a
-// transaction has no table map for the rows that follow.
+// Event is what Next returns: a committed transaction (Commit, with the
+// changes of the tables asked for, in order; none for a transaction that
+// changed none of them), a statement that is not a transaction's (DDL, as
+// text), or only a new position between transactions; each with the
+// position after it: resuming there neither repeats nor skips it. An XA
+// transaction's rows are returned at its XA COMMIT (not at its XA
+// PREPARE, which MariaDB writes first, with the rows), never when it is
+// rolled back; a position between the two is no place to resume from
+// (see Follower.Pending).
 type Event struct {
 	Changes []Change
 	Commit  bool
@@ -150,7 +154,10 @@ type Follower struct {
 	syncer   *replication.BinlogSyncer
 	streamer *replication.BinlogStreamer
 	file     string
-	inTx     bool // between a transaction's first event and its end
+	inTx     bool                // between a transaction's first event and its end
+	group    []Change            // the changes of the transaction being read
+	xid      string              // its XA id, once its XA END is read
+	prepared map[string][]Change // XA transactions prepared, by XA id: their changes
 }
 
 // Follow starts reading the binlog of cfg's server at from.
@@ -159,35 +166,38 @@ func Follow(cfg Config, from Position) (*Follower, error) {
 		cfg.Flavor = mysql.MariaDBFlavor
 	}
 	s := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID:             cfg.ServerID,
-		Flavor:               cfg.Flavor,
-		Host:                 cfg.Host,
-		Port:                 cfg.Port,
-		User:                 cfg.User,
-		Password:             cfg.Password,
-		HeartbeatPeriod:      time.Second,
-		ReadTimeout:          10 * time.Second,
-		MaxReconnectAttempts: 3,
-		Logger:               slog.New(slog.DiscardHandler),
+		ServerID:        cfg.ServerID,
+		Flavor:          cfg.Flavor,
+		Host:            cfg.Host,
+		Port:            cfg.Port,
+		User:            cfg.User,
+		Password:        cfg.Password,
+		HeartbeatPeriod: time.Second,
+		// TIMESTAMP values as UTC text; the workflow's connections use
+		// time_zone '+00:00'.
+		TimestampStringLocation: time.UTC,
+		ReadTimeout:             10 * time.Second,
+		// A reconnect would resume where go-mysql last read, inside a
+		// transaction maybe: the caller starts again from a boundary.
+		DisableRetrySync: true,
+		Logger:           slog.New(slog.DiscardHandler),
 	})
 	st, err := s.StartSync(mysql.Position{Name: from.File, Pos: from.Pos})
 	if err != nil {
 		s.Close()
 		return nil, classify(err)
 	}
-	return &Follower{cfg: cfg, syncer: s, streamer: st, file: from.File}, nil
+	return &Follower{cfg: cfg, syncer: s, streamer: st, file: from.File, prepared: map[string][]Change{}}, nil
 }
 
 // Close stops the follower and its connection.
 func (f *Follower) Close() { f.syncer.Close() }
 
-// Next waits for the next event that carries a change of the tables
-// asked for, ends a transaction (Commit), is a DDL statement, or moves the
-// position on between transactions (an Event with nothing but Pos: a new
-// binlog file, a heartbeat while the server is idle): so that a caller
-// waiting to reach a position (Snapshot's, Current's) gets there even when
-// nothing is written. Rows of other tables are skipped; their
-// transaction's commit is returned.
+// Next waits for the next transaction to end (its changes of the tables
+// asked for come with it), a DDL statement, or the position to move on
+// between transactions (a new binlog file, a heartbeat while the server is
+// idle: so that a caller waiting to reach a position, Snapshot's or
+// Current's, gets there even when nothing is written).
 func (f *Follower) Next(ctx context.Context) (Event, error) {
 	for {
 		ev, err := f.streamer.GetEvent(ctx)
@@ -203,23 +213,54 @@ func (f *Follower) Next(ctx context.Context) (Event, error) {
 			return Event{Pos: Position{File: f.file, Pos: uint32(r.Position)}}, nil
 		}
 		pos := Position{File: f.file, Pos: ev.Header.LogPos}
+		if ev.Header.EventType == replication.XA_PREPARE_LOG_EVENT {
+			// The end of an XA transaction's first part: its rows wait
+			// for its XA COMMIT.
+			if f.xid != "" {
+				f.prepared[f.xid] = f.group
+			}
+			f.group, f.xid, f.inTx = nil, "", false
+			return Event{Pos: pos}, nil
+		}
 		switch e := ev.Event.(type) {
 		case *replication.MariadbGTIDEvent, *replication.GTIDEvent:
-			f.inTx = true
+			f.inTx, f.group, f.xid = true, nil, ""
 			continue
 		case *replication.XIDEvent:
-			f.inTx = false
-			return Event{Commit: true, Pos: pos}, nil
+			return f.commit(f.takeGroup(), pos), nil
 		case *replication.QueryEvent:
 			q := strings.TrimSpace(string(e.Query))
-			switch strings.ToUpper(q) {
-			case "BEGIN":
+			up := strings.ToUpper(q)
+			switch {
+			case up == "BEGIN" || strings.HasPrefix(up, "XA START"):
 				f.inTx = true
 				continue
-			case "COMMIT":
-				f.inTx = false
-				return Event{Commit: true, Pos: pos}, nil
+			case up == "COMMIT":
+				return f.commit(f.takeGroup(), pos), nil
+			case up == "ROLLBACK":
+				f.takeGroup()
+				return f.commit(nil, pos), nil
+			case strings.HasPrefix(up, "SAVEPOINT") || strings.HasPrefix(up, "ROLLBACK TO"):
+				continue
+			case strings.HasPrefix(up, "XA END"):
+				f.xid = strings.TrimSpace(q[len("XA END"):])
+				continue
+			case strings.HasPrefix(up, "XA COMMIT"):
+				xid := strings.TrimSpace(q[len("XA COMMIT"):])
+				if strings.HasSuffix(strings.ToUpper(xid), " ONE PHASE") {
+					// Committed in one phase: the rows are this group's.
+					return f.commit(f.takeGroup(), pos), nil
+				}
+				ch := f.prepared[xid]
+				delete(f.prepared, xid)
+				f.takeGroup()
+				return f.commit(ch, pos), nil
+			case strings.HasPrefix(up, "XA ROLLBACK"):
+				delete(f.prepared, strings.TrimSpace(q[len("XA ROLLBACK"):]))
+				f.takeGroup()
+				return f.commit(nil, pos), nil
 			}
+			f.takeGroup()
 			f.inTx = false
 			return Event{DDL: q, Pos: pos}, nil
 		case *replication.RowsEvent:
@@ -231,13 +272,30 @@ func (f *Follower) Next(ctx context.Context) (Event, error) {
 			if cols == nil {
 				return Event{}, fmt.Errorf("binlog: %s.%s at %s has no column names: the server needs binlog_row_metadata=FULL", schema, table, pos)
 			}
-			return Event{Changes: changes(e, schema, table, cols), Pos: pos}, nil
+			f.group = append(f.group, changes(e, schema, table, cols)...)
+			continue
 		}
 		if !f.inTx && ev.Header.LogPos > 0 {
 			return Event{Pos: pos}, nil
 		}
 	}
 }
+
+// takeGroup ends the transaction being read and returns its changes.
+func (f *Follower) takeGroup() []Change {
+	g := f.group
+	f.group, f.xid, f.inTx = nil, "", false
+	return g
+}
+
+func (f *Follower) commit(ch []Change, pos Position) Event {
+	return Event{Commit: true, Changes: ch, Pos: pos}
+}
+
+// Pending is how many XA transactions the follower has read prepared and
+// not yet decided: while there are any, its position is no place to resume
+// from (their rows were read before it).
+func (f *Follower) Pending() int { return len(f.prepared) }
 
 func changes(e *replication.RowsEvent, schema, table string, cols []string) []Change {
 	var out []Change

@@ -220,3 +220,46 @@ func TestRequirementsNamesTheSetting(t *testing.T) {
 		t.Fatalf("Requirements with binlog_row_metadata=MINIMAL: %v", err)
 	}
 }
+
+// An XA transaction's rows come with its XA COMMIT, not its XA PREPARE
+// (MariaDB writes the rows at the prepare), and never after XA ROLLBACK;
+// one committed in one phase comes at once.
+func TestFollowXA(t *testing.T) {
+	d := db(t)
+	exec(t, d, "DROP DATABASE IF EXISTS bx", "CREATE DATABASE bx", "CREATE TABLE bx.t (id INT PRIMARY KEY)")
+	c := conn(t)
+	start, err := binlog.Current(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, c3 := conn(t), conn(t)
+	for _, s := range []struct {
+		c *backend.Conn
+		q string
+	}{{c, "XA START 'a'"}, {c, "INSERT INTO bx.t VALUES (1)"}, {c, "XA END 'a'"}, {c, "XA PREPARE 'a'"},
+		{c2, "XA START 'b'"}, {c2, "INSERT INTO bx.t VALUES (2)"}, {c2, "XA END 'b'"}, {c2, "XA PREPARE 'b'"},
+		{c2, "XA ROLLBACK 'b'"}, {c3, "INSERT INTO bx.t VALUES (3)"}, {c, "XA COMMIT 'a'"},
+		{c3, "XA START 'c'"}, {c3, "INSERT INTO bx.t VALUES (4)"}, {c3, "XA END 'c'"}, {c3, "XA COMMIT 'c' ONE PHASE"}} {
+		if _, err := s.c.Exec(s.q); err != nil {
+			t.Fatalf("%s: %v", s.q, err)
+		}
+	}
+	f := follow(t, start, "bx.t")
+	var got []string
+	for len(got) < 3 {
+		ch, _ := next(t, f)
+		var ids []string
+		for _, x := range ch {
+			ids = append(ids, fmt.Sprint(x.After[0]))
+		}
+		if len(ids) > 0 {
+			got = append(got, strings.Join(ids, ","))
+		}
+	}
+	if want := "3 1 4"; strings.Join(got, " ") != want {
+		t.Fatalf("transactions in commit order: %q, want %q (2 rolled back)", strings.Join(got, " "), want)
+	}
+	if f.Pending() != 0 {
+		t.Fatalf("%d XA transactions still pending", f.Pending())
+	}
+}

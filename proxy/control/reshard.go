@@ -198,11 +198,15 @@ func reshardPlans(running, pending *config.Config, names []string) ([]*reshard.T
 }
 
 // reshardNodes reaches the nodes of the pending and running configs
-// (reshard.Nodes): new nodes are only in the first.
+// (reshard.Nodes): new nodes are only in the first. One pool per node, no
+// warm connections, closed with Close.
 type reshardNodes struct {
 	dp   DataPlane
 	cfgs []*config.Config
 	id   uint32
+
+	mu    sync.Mutex
+	pools map[string]*backend.Pool
 }
 
 func (n *reshardNodes) node(name string) (*config.Config, *config.NodeConfig, error) {
@@ -215,13 +219,34 @@ func (n *reshardNodes) node(name string) (*config.Config, *config.NodeConfig, er
 }
 
 func (n *reshardNodes) Dial(ctx context.Context, name string) (*backend.Conn, error) {
-	cfg, nc, err := n.node(name)
-	if err != nil {
-		return nil, err
+	n.mu.Lock()
+	p := n.pools[name]
+	if p == nil {
+		cfg, nc, err := n.node(name)
+		if err != nil {
+			n.mu.Unlock()
+			return nil, err
+		}
+		opts := n.dp.PoolOptions(cfg, nc)
+		opts.DB, opts.MinIdle = "", 0
+		p = backend.NewPool(name, nc.Master, opts)
+		if n.pools == nil {
+			n.pools = map[string]*backend.Pool{}
+		}
+		n.pools[name] = p
 	}
-	opts := n.dp.PoolOptions(cfg, nc)
-	opts.DB = ""
-	return backend.NewPool(name, nc.Master, opts).Dial(ctx)
+	n.mu.Unlock()
+	return p.Dial(ctx)
+}
+
+// Close closes the pools (Dial opens them again).
+func (n *reshardNodes) Close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for name, p := range n.pools {
+		p.Close()
+		delete(n.pools, name)
+	}
 }
 
 func (n *reshardNodes) Binlog(name string) (binlog.Config, error) {

@@ -16,6 +16,8 @@ type Nodes interface {
 	Dial(ctx context.Context, node string) (*backend.Conn, error)
 	// Binlog says how to follow node's binlog.
 	Binlog(node string) (binlog.Config, error)
+	// Close lets go of what Dial keeps (Dial may be called again).
+	Close()
 }
 
 // writer writes rows to the targets, one connection per target node, each
@@ -48,7 +50,10 @@ func openConn(ctx context.Context, nodes Nodes, node string) (*backend.Conn, err
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", node, err)
 	}
-	if _, err := c.Exec("SET NAMES binary, SESSION sql_mode = 'NO_ENGINE_SUBSTITUTION', SESSION foreign_key_checks = 0, " +
+	// Strict, so that no value is changed quietly; an id of 0 stays 0; time
+	// zone UTC, as the binlog's TIMESTAMP text (backend/binlog).
+	if _, err := c.Exec("SET NAMES binary, SESSION sql_mode = 'STRICT_ALL_TABLES,NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION', " +
+		"SESSION time_zone = '+00:00', SESSION foreign_key_checks = 0, " +
 		"SESSION autocommit = 1"); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("node %s: %w", node, err)
@@ -123,18 +128,32 @@ func replaceStmt(t *Target, d *TableDef, rows [][]any) string {
 	return b.String()
 }
 
-// deleteStmt deletes from t the rows whose primary keys rows have.
+// deleteStmt deletes from t the rows whose primary keys and shard keys
+// rows have: with the shard key too, a delete read late from one source
+// node's binlog cannot remove the row of the same primary key that a
+// change of another node's, already applied, put there under another key.
 func deleteStmt(t *Target, d *TableDef, rows [][]any) string {
+	cols := d.PK
+	if !slices.Contains(cols, d.Key) {
+		cols = append(slices.Clone(cols), d.Key)
+	}
 	var b strings.Builder
 	b.WriteString("DELETE FROM ")
 	b.WriteString(backend.QuoteName(t.DB) + "." + backend.QuoteName(t.Name))
-	b.WriteString(" WHERE (" + d.pkList() + ") IN (")
+	b.WriteString(" WHERE (")
+	for n, i := range cols {
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(backend.QuoteName(d.Columns[i]))
+	}
+	b.WriteString(") IN (")
 	for r, row := range rows {
 		if r > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteByte('(')
-		for n, i := range d.PK {
+		for n, i := range cols {
 			if n > 0 {
 				b.WriteString(", ")
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/keyshard/keyshard/backend"
 )
@@ -197,6 +198,55 @@ func (c *Copier) Verify(ctx context.Context) ([]Diff, error) {
 		out = append(out, d...)
 	}
 	return out, err
+}
+
+// own records a DDL statement the workflow runs on the nodes, which their
+// binlogs then carry: not a change under the workflow.
+func (c *Copier) own(q string) {
+	for _, nc := range c.copies {
+		if nc.ownDDL == nil {
+			nc.ownDDL = map[string]bool{}
+		}
+		nc.ownDDL[strings.TrimSpace(q)] = true
+	}
+}
+
+// waitPrepared waits until no XA branch prepared on a source node now is
+// still prepared there (each decided, committed or rolled back).
+func (c *Copier) waitPrepared(ctx context.Context) error {
+	return c.each(func(nc *nodeCopy) error {
+		first := true
+		var seen map[string]bool
+		for {
+			res, err := nc.src.Exec("XA RECOVER")
+			if err != nil {
+				return fmt.Errorf("node %s: XA RECOVER: %w", nc.node, err)
+			}
+			now := map[string]bool{}
+			for _, r := range res.Rows {
+				if len(r) >= 4 {
+					now[str(r[3])] = true
+				}
+			}
+			if first {
+				seen, first = now, false
+			}
+			left := 0
+			for x := range seen {
+				if now[x] {
+					left++
+				}
+			}
+			if left == 0 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %s: %d XA branches still prepared: %w", nc.node, left, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
 }
 
 // Progress is rows copied and changes applied so far.

@@ -45,8 +45,8 @@ type nodeCopy struct {
 	w   *writer
 	pos binlog.Position // applied up to here (a transaction boundary)
 
-	pending []binlog.Change // rows events of the transaction being read
 	batch   batch           // committed changes not applied yet
+	ownDDL  map[string]bool // the workflow's own DDL statements (Copier.own)
 	copied  atomic.Int64    // rows written by the copy
 	applied atomic.Int64    // changes applied from the binlog
 }
@@ -105,15 +105,14 @@ func (c *nodeCopy) catchUp(ctx context.Context, until binlog.Position) error {
 		}
 		switch {
 		case ev.Commit:
-			for i := range c.pending {
-				ch := &c.pending[i]
+			for i := range ev.Changes {
+				ch := &ev.Changes[i]
 				if s := c.byName[strings.ToLower(ch.Table)]; s != nil {
 					if err := c.batch.addChange(s.plan, s.def, ch); err != nil {
 						return err
 					}
 				}
 			}
-			c.pending = c.pending[:0]
 			read = ev.Pos
 			if c.batch.changes >= maxBatch {
 				if err := c.flush(ctx, read); err != nil {
@@ -126,8 +125,6 @@ func (c *nodeCopy) catchUp(ctx context.Context, until binlog.Position) error {
 					s.plan.Name(), s.plan.DB, s.name, c.node, ev.DDL)
 			}
 			read = ev.Pos
-		case len(ev.Changes) > 0:
-			c.pending = append(c.pending, ev.Changes...)
 		default:
 			read = ev.Pos
 		}
@@ -152,16 +149,32 @@ func (c *nodeCopy) flush(ctx context.Context, pos binlog.Position) error {
 	return nil
 }
 
-// touches is the source a DDL statement names, if any (a word match:
-// when in doubt, it stops the workflow rather than lose changes).
+// touches is the source a DDL statement names, if any (as a whole word:
+// when in doubt, it stops the workflow rather than lose changes). The
+// workflow's own statements (its renames) are not counted.
 func (c *nodeCopy) touches(ddl string) *source {
+	if c.ownDDL[strings.TrimSpace(ddl)] {
+		return nil
+	}
 	low := strings.ToLower(ddl)
 	for name, s := range c.byName {
-		if strings.Contains(low, name) {
-			return s
+		for i := 0; ; {
+			j := strings.Index(low[i:], name)
+			if j < 0 {
+				break
+			}
+			j += i
+			if (j == 0 || !identByte(low[j-1])) && (j+len(name) == len(low) || !identByte(low[j+len(name)])) {
+				return s
+			}
+			i = j + 1
 		}
 	}
 	return nil
+}
+
+func identByte(b byte) bool {
+	return b == '_' || b == '$' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 0x80
 }
 
 // copyChunk copies the next chunk of s: false when s has no more rows.

@@ -53,6 +53,8 @@ func (nodes) Dial(ctx context.Context, node string) (*backend.Conn, error) {
 	return p.Dial(ctx)
 }
 
+func (nodes) Close() {}
+
 func (nodes) Binlog(node string) (binlog.Config, error) {
 	return binlog.Config{Host: "127.0.0.1", Port: uint16(nodePort(node)), User: "ks", Password: "ks", ServerID: uint32(9000 + nodePort(node))}, nil
 }

@@ -135,7 +135,36 @@ func (d *TableDef) after(last []any) string {
 	if last == nil {
 		return ""
 	}
-	return " WHERE (" + d.pkList() + ") > (" + d.values(last) + ")"
+	return " WHERE " + d.pkCompare(last, ">")
+}
+
+// pkCompare is "primary key op pk" (op > or <=) spelled out column by
+// column (a > x OR a = x AND b > y), which MariaDB reads as a range on the
+// primary key; the row-constructor form (a, b) > (x, y) scans the index
+// from its start.
+func (d *TableDef) pkCompare(pk []any, op string) string {
+	var b strings.Builder
+	for n := range d.PK {
+		if n > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteByte('(')
+		for m := 0; m < n; m++ {
+			i := d.PK[m]
+			b.WriteString(backend.QuoteName(d.Columns[i]) + " = ")
+			d.literal(&b, i, pk[m])
+			b.WriteString(" AND ")
+		}
+		i := d.PK[n]
+		cmp := op
+		if op == "<=" && n < len(d.PK)-1 {
+			cmp = "<"
+		}
+		b.WriteString(backend.QuoteName(d.Columns[i]) + " " + cmp + " ")
+		d.literal(&b, i, pk[n])
+		b.WriteByte(')')
+	}
+	return b.String()
 }
 
 // values writes a primary key's values as a SQL list.

@@ -100,11 +100,11 @@ func (c *nodeCopy) verifyChunk(ctx context.Context, s *source, last []any) (*Dif
 		if err != nil {
 			return nil, nil, err
 		}
-		q := "SELECT " + s.def.selectList() + " FROM " + backend.QuoteName(t.DB) + "." + backend.QuoteName(t.Name) +
-			s.def.after(last) + " AND (" + s.def.pkList() + ") <= (" + s.def.values(next) + ")"
-		if last == nil {
-			q = strings.Replace(q, " AND (", " WHERE (", 1)
+		where := " WHERE (" + s.def.pkCompare(next, "<=") + ")"
+		if last != nil {
+			where = " WHERE (" + s.def.pkCompare(last, ">") + ") AND (" + s.def.pkCompare(next, "<=") + ")"
 		}
+		q := "SELECT " + s.def.selectList() + " FROM " + backend.QuoteName(t.DB) + "." + backend.QuoteName(t.Name) + where
 		tr, err := conn.Exec(q)
 		if err != nil {
 			return nil, nil, fmt.Errorf("node %s: reading %s: %w", t.Node, t.Name, err)

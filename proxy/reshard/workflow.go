@@ -126,6 +126,7 @@ func (w *Workflow) Run() {
 	w.cancel = cancel
 	go func() {
 		defer close(w.done)
+		defer w.nodes.Close()
 		defer w.copier.Close()
 		err := w.run(ctx)
 		w.mu.Lock()
@@ -210,8 +211,11 @@ func (w *Workflow) Tables() []string {
 func (w *Workflow) cutover(ctx context.Context) (bool, error) {
 	g := w.sw.Hold(w.Tables())
 	begin := time.Now()
+	keepHeld := false
 	defer func() {
-		w.sw.Unhold(g)
+		if !keepHeld {
+			w.sw.Unhold(g)
+		}
 		w.mu.Lock()
 		w.held = time.Since(begin)
 		w.mu.Unlock()
@@ -221,6 +225,16 @@ func (w *Workflow) cutover(ctx context.Context) (bool, error) {
 	if err := g.Drained(hctx); err != nil {
 		return false, nil
 	}
+	// Branches prepared now may be of the sessions just drained, their
+	// XA COMMIT not sent yet (keyshard answers the client first) or left
+	// to recovery: wait for their decision, so that their rows are before
+	// the last position. Branches prepared later cannot touch the tables.
+	if err := w.copier.waitPrepared(hctx); err != nil {
+		if hctx.Err() != nil && ctx.Err() == nil {
+			return false, nil
+		}
+		return false, err
+	}
 	// Nothing writes the tables now: the position now is the last.
 	if err := w.copier.CatchUp(hctx); err != nil {
 		if hctx.Err() != nil && ctx.Err() == nil {
@@ -228,15 +242,27 @@ func (w *Workflow) cutover(ctx context.Context) (bool, error) {
 		}
 		return false, err
 	}
-	renamed, err := w.rename(ctx, false, nil)
+	renamed, err := w.rename(hctx, false, nil)
 	if err == nil {
 		if err = w.sw.Switch(); err != nil {
 			err = fmt.Errorf("switching the layout: %w", err)
 		}
 	}
 	if err != nil {
-		if _, uerr := w.rename(ctx, true, renamed); uerr != nil {
-			return false, fmt.Errorf("%v; renaming the sub-tables back: %v", err, uerr)
+		// Undone whatever the workflow's context says: the old layout
+		// must find its tables before its statements go on.
+		uctx, ucancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer ucancel()
+		if _, uerr := w.rename(uctx, true, renamed); uerr != nil {
+			// The tables' names are neither layout's: statements on them
+			// stay held (and fail with the hold's error) rather than
+			// read or write the wrong rows.
+			keepHeld = true
+			return false, fmt.Errorf("%v; renaming the sub-tables back failed too, so their statements stay held: %v; "+
+				"rename them by hand (see SHOW RESHARD STATUS's plan), then restart keyshard", err, uerr)
+		}
+		if hctx.Err() != nil && ctx.Err() == nil {
+			return false, nil // the rename waited past the cut-over's time: try again
 		}
 		return false, err
 	}
@@ -276,7 +302,17 @@ func (w *Workflow) rename(ctx context.Context, back bool, only []string) ([]stri
 		if err != nil {
 			return done, err
 		}
-		_, err = c.Exec("RENAME TABLE " + strings.Join(per[node], ", "))
+		// RENAME waits for the tables' metadata locks (a long query, a
+		// backup): at most until the cut-over gives up.
+		wait := 30 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			wait = time.Until(d)
+		}
+		if _, err = c.Exec(fmt.Sprintf("SET SESSION lock_wait_timeout = %d", max(1, int(wait.Seconds()+0.5)))); err == nil {
+			q := "RENAME TABLE " + strings.Join(per[node], ", ")
+			w.copier.own(q)
+			_, err = c.Exec(q)
+		}
 		c.Close()
 		if err != nil {
 			return done, fmt.Errorf("node %s: renaming the new sub-tables into place: %w", node, err)
@@ -295,6 +331,7 @@ func (w *Workflow) Cancel(ctx context.Context) error {
 	if ph == Switched {
 		return errors.New("reshard: the workflow has switched to the new layout; it cannot be cancelled")
 	}
+	defer w.nodes.Close()
 	if w.cancel != nil {
 		w.cancel()
 		<-w.done
@@ -364,6 +401,7 @@ func (w *Workflow) Complete(ctx context.Context) ([]Place, error) {
 	if ph != Switched {
 		return nil, fmt.Errorf("reshard: the workflow is %s; COMPLETE drops the old sub-tables once it has switched", ph)
 	}
+	defer w.nodes.Close()
 	var dropped []Place
 	for _, pl := range w.Leftovers() {
 		c, err := openConn(ctx, w.nodes, pl.Node)

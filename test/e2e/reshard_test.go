@@ -69,6 +69,18 @@ type reshardWorkload struct {
 	maxLat atomic.Int64 // ns
 }
 
+// ackPair records a write of n to ids a and b (or its error).
+func (w *reshardWorkload) ackPair(err error, a, b, n int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.errs = append(w.errs, err)
+	} else {
+		w.want[a], w.want[b] = n, n
+	}
+	w.ops.Add(1)
+}
+
 func (w *reshardWorkload) run(t *testing.T, db *sql.DB, clients int, stop <-chan struct{}, wg *sync.WaitGroup) {
 	for c := range clients {
 		wg.Add(1)
@@ -81,13 +93,44 @@ func (w *reshardWorkload) run(t *testing.T, db *sql.DB, clients int, stop <-chan
 					return
 				default:
 				}
-				// Each client owns the ids = c mod clients: its log is the
-				// truth for them.
-				id := int64(r.IntN(400))*int64(clients) + int64(c) + 1
+				// Each client owns 400 ids (spread over every sub-table):
+				// its log is the truth for them.
+				id := int64(c)*400 + int64(r.IntN(400)) + 1
 				begin := time.Now()
 				var err error
 				var n int64 = -1
-				switch r.IntN(6) {
+				// A second id of the client's, for writes over two rows
+				// (mostly two nodes: XA, or a transaction over both).
+				id2 := int64(c)*400 + int64(r.IntN(400)) + 1
+				switch r.IntN(8) {
+				case 6:
+					if id2 == id {
+						continue
+					}
+					n = int64(r.IntN(1000))
+					_, err = db.Exec("REPLACE INTO acct (id, n, s) VALUES (?, ?, 'xa'), (?, ?, 'xa')", id, n, id2, n)
+					w.ackPair(err, id, id2, n)
+					continue
+				case 7:
+					if id2 == id {
+						continue
+					}
+					n = int64(r.IntN(1000))
+					err = func() error {
+						tx, err := db.Begin()
+						if err != nil {
+							return err
+						}
+						for _, x := range []int64{id, id2} {
+							if _, err := tx.Exec("REPLACE INTO acct (id, n, s) VALUES (?, ?, 'tx')", x, n); err != nil {
+								_ = tx.Rollback()
+								return err
+							}
+						}
+						return tx.Commit()
+					}()
+					w.ackPair(err, id, id2, n)
+					continue
 				case 0, 1:
 					n = int64(r.IntN(1000))
 					_, err = db.Exec("REPLACE INTO acct (id, n, s) VALUES (?, ?, ?)", id, n, fmt.Sprint("s", n))
