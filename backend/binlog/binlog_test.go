@@ -18,9 +18,9 @@ import (
 )
 
 // One throwaway MariaDB (scripts/backends.sh) on KS_BINLOG_PORT (default
-// 30407), in a directory of its own.
+// 30447), in a directory of its own.
 var (
-	port = testenv.Port("KS_BINLOG_PORT", 30407)
+	port = testenv.Port("KS_BINLOG_PORT", 30447)
 	dir  = fmt.Sprintf("/tmp/keyshard-binlog-%d", port)
 )
 
