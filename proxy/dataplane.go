@@ -9,6 +9,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/blacklist"
 	"github.com/keyshard/keyshard/proxy/config"
 	"github.com/keyshard/keyshard/proxy/control"
+	"github.com/keyshard/keyshard/proxy/hold"
 	"go.uber.org/zap"
 )
 
@@ -72,6 +73,9 @@ func (d *dataPlane) Sessions() int {
 	d.sessions.Range(func(_, _ any) bool { n++; return true })
 	return n
 }
+
+func (d *dataPlane) Hold(tables []string) *hold.Gate { return d.srv().hold(tables) }
+func (d *dataPlane) Unhold(g *hold.Gate)             { d.srv().unhold(g) }
 
 func (d *dataPlane) ResolveXA(ctx context.Context, xid string, commit bool) (int, error) {
 	return d.xa.Resolve(ctx, xid, commit)

@@ -31,6 +31,7 @@ const (
 	errTableExists  // a DDL's table exists (on some or all of its nodes)
 	errUnknownTable // a DROP TABLE's table is missing (on some or all)
 	errNoSuchTable  // a TRUNCATE TABLE's table is missing (on some or all)
+	errHeld         // a statement waited too long for a layout switch
 	errKindEnd
 )
 
@@ -61,6 +62,7 @@ var proxyCodes = map[errKind]uint16{
 	errTableExists:     mysql.ER_TABLE_EXISTS_ERROR,
 	errUnknownTable:    mysql.ER_BAD_TABLE_ERROR,
 	errNoSuchTable:     mysql.ER_NO_SUCH_TABLE,
+	errHeld:            mysql.ER_LOCK_WAIT_TIMEOUT,
 }
 
 // erServerOfflineMode is MySQL's ER_SERVER_OFFLINE_MODE (offline_mode=ON),

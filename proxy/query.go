@@ -276,6 +276,11 @@ func qLoad(s *Session) (bool, error) {
 	if ld == nil {
 		return false, nil
 	}
+	if replan, err := heldTables(s, []*router.TableRule{ld.Table}, false); err != nil {
+		return true, s.fail(err)
+	} else if replan {
+		return qLoad(s)
+	}
 	return true, s.loadData(ld)
 }
 

@@ -79,6 +79,11 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	if n, ok, err := s.hintNode(sql[:info.Start]); err != nil {
 		return true, s.fail(err)
 	} else if ok {
+		if replan, err := heldTables(s, nil, true); err != nil {
+			return true, s.fail(err)
+		} else if replan {
+			return s.routed(p, sql, info)
+		}
 		if err := ddlCommit(s, sql, info); err != nil {
 			return true, s.fail(err)
 		}
@@ -94,6 +99,11 @@ func (s *Session) routed(p []byte, sql string, info router.Info) (handled bool, 
 	s.tr.mark(digest.Parse)
 	if err != nil {
 		return true, s.fail(err)
+	}
+	if replan, err := heldStatement(s, pl); err != nil {
+		return true, s.fail(err)
+	} else if replan {
+		return s.routed(p, sql, info)
 	}
 	if err := ddlCommit(s, sql, info); err != nil {
 		return true, s.fail(err)

@@ -54,12 +54,13 @@ type Server struct {
 	webFails  frontend.Lockout   // failed basic-auth logins on the web port
 
 	baseState *backend.State
-	states    sync.Map           // collation id -> *backend.State
-	stmtRefs  *backend.StmtRefs  // client statements per text, so the backend ones die with them
-	xa        *xa.Coordinator    // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
-	catalog   *catalog.Catalog   // the tables' columns, for the router
-	deadlocks *deadlock.Detector // finds cycles of lock waits across nodes
-	accounts  *users.Accounts    // backend_accounts: the backend's accounts, and the views their sessions run on
+	states    sync.Map             // collation id -> *backend.State
+	stmtRefs  *backend.StmtRefs    // client statements per text, so the backend ones die with them
+	xa        *xa.Coordinator      // commits writes over several nodes all or nothing; its Sequences give ids for auto_increment columns of sharded tables
+	catalog   *catalog.Catalog     // the tables' columns, for the router
+	deadlocks *deadlock.Detector   // finds cycles of lock waits across nodes
+	accounts  *users.Accounts      // backend_accounts: the backend's accounts, and the views their sessions run on
+	held      atomic.Pointer[held] // tables held for a layout switch, or just switched (held.go); nil: none
 
 	ctx          context.Context
 	cancel       context.CancelFunc

@@ -13,6 +13,7 @@ import (
 	"github.com/keyshard/keyshard/proxy/deadlock"
 	"github.com/keyshard/keyshard/proxy/engine"
 	"github.com/keyshard/keyshard/proxy/frontend"
+	"github.com/keyshard/keyshard/proxy/hold"
 	"github.com/keyshard/keyshard/proxy/users"
 	"github.com/keyshard/keyshard/router"
 	"github.com/pingcap/tidb/pkg/parser/charset"
@@ -72,6 +73,9 @@ type Session struct {
 	// detector follows it; dlHeld, scratch for its connections.
 	dl     deadlock.Tx
 	dlHeld []engine.Held
+	// mark says whether a statement runs or a transaction is open, for a
+	// layout switch's hold (held.go).
+	mark hold.Mark
 }
 
 // NewHandler makes the session of client connection c
@@ -171,6 +175,7 @@ func (s *Session) Login(l frontend.Login) error {
 
 // Closed ends the session (frontend.Handler).
 func (s *Session) Closed() {
+	s.mark.Set(false) // a layout switch's hold waits for it no more
 	if s.userConns != nil {
 		// Deferred each: a panic while the session ends (its lease half
 		// updated) still gives back the user's count and the process
@@ -297,7 +302,9 @@ func (s *Session) Command(p []byte) frontend.Next {
 	if s.eng.Diag.On() && (cmd != mysql.COM_QUERY || !engine.IsDiagnostics(text)) {
 		s.eng.Diag.Clear()
 	}
+	s.mark.Set(true) // before the statement looks for a hold (held.go)
 	err := s.dispatch(cmd, p)
+	s.mark.Set(s.lease.TxOpen())
 	s.limit.disarm()
 	if s.cache.txWrote != nil || s.cache.txWroteAll {
 		s.cache.endTx()

@@ -386,6 +386,11 @@ func (t *stmtTable) stmtExecute(st *prepared, p []byte) error {
 	}
 	s.tr.mark(digest.Parse)
 	x := &execution{s: s, st: st, ex: ex, p: p, cursor: ex.Flags&wire.CursorReadOnly != 0}
+	if _, err := heldStatement(s, st.plan); err != nil {
+		// (After a wait the session took the new layout: rebind planned
+		// st again.)
+		return s.fail(err)
+	}
 	if st.planErr != nil {
 		return s.fail(st.planErr)
 	}

@@ -99,6 +99,11 @@ func (t *stmtTable) textExecute(sql string, info router.Info) (handled bool, err
 	if st == nil {
 		return false, nil
 	}
+	if _, err := heldStatement(s, st.plan); err != nil {
+		// (After a wait the session took the new layout: rebind planned
+		// st again.)
+		return true, s.fail(err)
+	}
 	if st.planErr != nil {
 		return true, s.fail(st.planErr)
 	}

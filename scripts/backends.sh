@@ -136,6 +136,10 @@ innodb_flush_log_at_trx_commit = 2
 server_id = $port
 log_bin = mysql-bin
 binlog_format = ROW
+# Whole rows with column names in row events: online resharding
+# (backend/binlog) follows the binlog and needs both.
+binlog_row_image = FULL
+binlog_row_metadata = FULL
 log_slave_updates = ON
 relay_log = relay-bin
 expire_logs_days = 1

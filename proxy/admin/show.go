@@ -186,6 +186,10 @@ var helpRows = [][]string{
 	{"SHOW [FULL] PROCESSLIST | admin server(opt,k,v) values('show','processlist','brief'|'full')",
 		"keyshard's client sessions: id (for KILL), user, host, db, command, time, state, statement, nodes; " +
 			"a user who is not an admin sees its own; /*nodeN*/ SHOW PROCESSLIST shows that node's backend list"},
+	{"admin reshard start [db.table, ...]", "move the rows of sharded tables to the layout of the edited ks.yaml while they serve: copy, catch up from the binlog, verify, switch"},
+	{"SHOW RESHARD STATUS | admin reshard status", "the online reshard: phase, rows copied, binlog changes applied, cut-over tries and hold, error"},
+	{"admin reshard cancel", "stop the reshard before its switch and drop the sub-tables it created"},
+	{"admin reshard complete", "after the switch, drop the old layout's sub-tables (moved away, or renamed NAME__ksold)"},
 	{"admin node(opt,node,k,v) values('add'|'del','node1','slave','host:port[@weight]')", "add or remove a slave"},
 	{"admin node(opt,node,k,v) values('up'|'down','node1','master'|'slave','host:port')", "put a backend in or out of service"},
 }

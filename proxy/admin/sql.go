@@ -107,6 +107,9 @@ func parse(sql string) (command, bool, error) {
 		if len(words) > 0 && words[0] == "digests" {
 			return parseShowDigests(words[1:])
 		}
+		if strings.Join(words, " ") == "reshard status" {
+			return command{region: "reshard", vals: []string{"status"}}, true, nil
+		}
 		kv, ok := showForms[strings.Join(words, " ")]
 		if !ok {
 			return command{}, false, nil
@@ -149,6 +152,9 @@ func parse(sql string) (command, bool, error) {
 			return command{region: "xa", vals: []string{strings.ToLower(toks[2].text), toks[3].text}}, true, nil
 		}
 		return command{}, true, syntaxErr("want ADMIN XA, ADMIN XA COMMIT 'xid' or ADMIN XA ROLLBACK 'xid'")
+	case "reshard":
+		c, err := parseReshard(toks[2:])
+		return c, true, err
 	case "check":
 		if len(toks) != 3 || !strings.EqualFold(toks[2].text, "shards") {
 			return command{}, true, syntaxErr("want ADMIN CHECK SHARDS")
@@ -321,6 +327,8 @@ func run(srv *proxy.Server, ctl control.Controls, c command) (*proxy.AdminResult
 		return checkShards(srv)
 	case "xa":
 		return xaCmd(srv, ctl, c.vals)
+	case "reshard":
+		return reshardCmd(ctl, c.vals)
 	}
 	opt, k, v := strings.ToLower(c.vals[0]), strings.ToLower(c.vals[1]), c.vals[2]
 	switch opt {

@@ -78,6 +78,9 @@ type Config struct {
 	XARecoverInterval Duration `yaml:"xa_recover_interval"` // how often prepared branches are recovered, default 30s
 	XAPreparedTimeout Duration `yaml:"xa_prepared_timeout"` // a prepared branch with no decision this old is rolled back, default 60s
 
+	// Online resharding (ADMIN RESHARD; README "Growing a sharded table").
+	ReshardCutoverTimeout Duration `yaml:"reshard_cutover_timeout"` // statements held at most this long for the switch, default 5s
+
 	// Read/write splitting and health checks (etc/ks.yaml documents each).
 	HealthCheckInterval  Duration `yaml:"health_check_interval"`   // default 1s
 	HealthCheckTimeout   Duration `yaml:"health_check_timeout"`    // default 1s

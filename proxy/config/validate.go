@@ -130,6 +130,7 @@ func (c *Config) ApplyDefaults() {
 	dur(&c.LoginLockoutTime, 5*time.Minute)
 	dur(&c.XARecoverInterval, defaultXARecover)
 	dur(&c.XAPreparedTimeout, defaultXATimeout)
+	dur(&c.ReshardCutoverTimeout, 5*time.Second)
 	if c.XALogNode == "" && len(c.SchemaList) > 0 {
 		c.XALogNode = c.SchemaList[0].Default
 	}
@@ -250,6 +251,7 @@ func (c *Config) validateTop(p *problems) {
 		{"read_your_writes_window", c.ReadYourWritesWindow},
 		{"shutdown_timeout", c.ShutdownTimeout},
 		{"xa_recover_interval", c.XARecoverInterval}, {"xa_prepared_timeout", c.XAPreparedTimeout},
+		{"reshard_cutover_timeout", c.ReshardCutoverTimeout},
 	} {
 		if d.val < 0 {
 			p.add(at(d.key), d.key, "must not be negative, got %s", d.val)

@@ -11,6 +11,7 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/blacklist"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/hold"
 	"go.uber.org/zap"
 )
 
@@ -211,3 +212,5 @@ func (d *fakeData) Sessions() int { return 0 }
 func (d *fakeData) ResolveXA(context.Context, string, bool) (int, error) {
 	return 0, errors.New("no XA here")
 }
+func (d *fakeData) Hold(tables []string) *hold.Gate { return hold.Close(tables, nil) }
+func (d *fakeData) Unhold(g *hold.Gate)             { g.Open() }

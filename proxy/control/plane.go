@@ -10,6 +10,7 @@ import (
 	"github.com/keyshard/keyshard/backend"
 	"github.com/keyshard/keyshard/proxy/blacklist"
 	"github.com/keyshard/keyshard/proxy/config"
+	"github.com/keyshard/keyshard/proxy/hold"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -52,6 +53,10 @@ type DataPlane interface {
 	// ResolveXA finishes the XA transaction xid by hand (see
 	// Controls.ResolveXA).
 	ResolveXA(ctx context.Context, xid string, commit bool) (int, error)
+	// Hold pauses the statements on tables ("db.table") for a layout
+	// switch (proxy/hold); Unhold lets them go.
+	Hold(tables []string) *hold.Gate
+	Unhold(g *hold.Gate)
 }
 
 // Applied is what DataPlane.Apply did.
@@ -85,6 +90,7 @@ type Plane struct {
 	// wrote it (admin save, a failover): the file watcher does not
 	// reload what runs already.
 	savedSum atomic.Pointer[string]
+	reshard  reshards // the online reshard this instance runs (reshard.go)
 }
 
 // New is the control plane of dp, started on cfg. o is nil for a config

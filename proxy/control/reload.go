@@ -101,7 +101,8 @@ type PlacementError struct{ Changes []string }
 func (e *PlacementError) Error() string {
 	return "keyshard: the new config changes where the rows of existing sharded tables are looked for, and was not applied: " +
 		strings.Join(e.Changes, "; ") + ". Rows already written would be looked for in other sub-tables and seem lost. " +
-		"Move them first, then apply the config deliberately: ADMIN RELOAD FORCE, or PUT /api/v1/proxy/config/reload?force=1 " +
+		"To move them while they serve, run ADMIN RESHARD START: it copies them to the new layout and switches to it. " +
+		"Or move them yourself first, then apply the config deliberately: ADMIN RELOAD FORCE, or PUT /api/v1/proxy/config/reload?force=1 " +
 		"(a SIGHUP or the file watcher never forces)"
 }
 

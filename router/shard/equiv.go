@@ -66,3 +66,45 @@ func Describe(r Rule) string {
 	}
 	return fmt.Sprintf("%s, %d sub-tables", r.Type(), n)
 }
+
+// SamePlaces says whether b places every key a accepts on the sub-table
+// index a places it on: growing a rule without moving a row (more
+// sub-tables at the end of a range rule, list values or date periods
+// added) or moving whole sub-tables between nodes keeps it true; changing
+// how keys are spread (a hash or consistent_hash rule's sub-table count, a
+// range rule's rows per sub-table) makes it false, and then rows change
+// sub-table (see proxy/reshard). Nodes do not matter here.
+func SamePlaces(a, b Rule) bool {
+	if a.Type() != b.Type() {
+		return false
+	}
+	na, nb := len(a.Tables()), len(b.Tables())
+	switch x := a.(type) {
+	case *hashRule, *consistentRule:
+		return na == nb
+	case *globalRule:
+		return true
+	case *rangeRule:
+		return x.limit == b.(*rangeRule).limit && na <= nb
+	case *listRule:
+		y := b.(*listRule)
+		for v, i := range x.values {
+			if j, ok := y.values[v]; !ok || j != i {
+				return false
+			}
+		}
+		return true
+	case *dateRule:
+		y := b.(*dateRule)
+		if x.unit != y.unit || x.loc.String() != y.loc.String() {
+			return false
+		}
+		for p, i := range x.index {
+			if j, ok := y.index[p]; !ok || j != i {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}

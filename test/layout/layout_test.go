@@ -21,6 +21,7 @@ var forbidden = map[string][]string{
 	"router/shard":    {"backend", "proxy/...", "router"},
 	"backend":         {"router", "proxy/..."},
 	"backend/wire":    {"backend", "router", "proxy/..."},
+	"backend/binlog":  {"router", "proxy/..."},
 	"proxy/merge":     {"proxy", "proxy/engine", "backend"},
 	"proxy/join":      {"proxy", "proxy/engine", "proxy/admin", "proxy/control", "backend", "cmd/keyshard"},
 	"proxy/control":   {"proxy", "proxy/admin", "cmd/keyshard"},
@@ -28,6 +29,7 @@ var forbidden = map[string][]string{
 	"proxy/xa":        {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
 	"proxy/catalog":   {"proxy", "proxy/admin", "proxy/control", "proxy/engine", "cmd/keyshard"},
 	"proxy/deadlock":  {"proxy", "proxy/admin", "proxy/control", "cmd/keyshard"},
+	"proxy/reshard":   {"proxy", "proxy/admin", "proxy/control", "proxy/engine", "cmd/keyshard"},
 }
 
 // only lists, for a package, every keyshard package it may depend on: the
@@ -40,6 +42,7 @@ var only = map[string][]string{
 	"proxy/users":     {"backend", "backend/wire", "backend/sock"},
 	"proxy/cluster":   {},
 	"proxy/digest":    {},
+	"proxy/hold":      {},
 }
 
 func deps(t *testing.T, pkg string) map[string]bool {
