@@ -188,6 +188,12 @@ func (w *atomicWrite) queueEnd() error {
 	}
 	for i := range w.legs {
 		bc := w.legs[i].BC
+		// The statements' warnings, read before the ends clear them
+		// (Diag.leg); pipelined, they cost no round trip.
+		if err := bc.Queue("SHOW WARNINGS"); err != nil {
+			return err
+		}
+		w.legs[i].warnQueued = true
 		qs := []string{w.e.XA.DecisionSQL(w.xid)}
 		if i > 0 {
 			failpoint("prepare", bc.Node())
@@ -211,6 +217,11 @@ func (w *atomicWrite) queueEnd() error {
 func (w *atomicWrite) ended(i int) error {
 	var first error
 	bc := w.legs[i].BC
+	if !bc.Broken() {
+		if _, err := w.legs[i].queuedWarnings(); err != nil {
+			first = err
+		}
+	}
 	for ; w.pending[i] > 0 && !bc.Broken(); w.pending[i]-- {
 		if _, err := bc.Answer(); err != nil && first == nil {
 			first = err

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
@@ -80,16 +81,30 @@ func (d *Diag) fail(e *mysql.MyError) {
 // its connection lists for its last statement, and a note of keyshard's
 // for the warnings of its earlier statements, which a batch did not keep.
 // It runs before the connection does anything else.
+// errNoWarnings: a leg's warnings cannot be read (its connection broke,
+// or its answer was not read to the end).
+var errNoWarnings = errors.New("warnings not readable")
+
 func (d *Diag) leg(l *Leg) {
 	last, lost := l.warn, l.lostWarn
 	l.warn, l.lostWarn = 0, 0
+	var queued *backend.Result
+	var qerr error
+	if l.warnQueued && !l.BC.Broken() && l.finished {
+		queued, qerr = l.queuedWarnings() // read whatever happens: it is on the wire
+	}
 	if !d.on || last == 0 && lost == 0 {
 		return
 	}
 	if last > 0 {
-		if l.BC.Broken() || !l.finished {
-			lost += last
-		} else if r, err := l.BC.Exec("SHOW WARNINGS"); err != nil {
+		r, err := queued, qerr
+		switch {
+		case l.BC.Broken() || !l.finished:
+			r, err = nil, errNoWarnings
+		case r == nil && err == nil:
+			r, err = l.BC.Exec("SHOW WARNINGS")
+		}
+		if err != nil {
 			lost += last
 		} else {
 			for _, row := range r.Rows {

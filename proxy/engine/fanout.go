@@ -40,6 +40,20 @@ type Leg struct {
 	// lostWarn: those of its earlier statements, which the batch lost
 	// (see Diag.leg).
 	warn, lostWarn uint16
+	// warnQueued: a SHOW WARNINGS is queued behind the leg's statements
+	// (an atomic write pipelines its ends behind them: see queueEnd); its
+	// answer is read next, by Diag.leg or, on a failure, by ended.
+	warnQueued bool
+}
+
+// queuedWarnings reads the answer of the SHOW WARNINGS queued behind the
+// leg's statements, if any.
+func (l *Leg) queuedWarnings() (*backend.Result, error) {
+	if !l.warnQueued {
+		return nil, nil
+	}
+	l.warnQueued = false
+	return l.BC.Answer()
 }
 
 // warned records the warnings of the leg's statement that just ended.
