@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/keyshard/keyshard/test/tpcc"
 )
 
 // batchResults runs a multi-statement batch and reads every result set of
@@ -24,28 +25,9 @@ func batchResults(ctx context.Context, q interface {
 	}
 	defer rows.Close()
 	for {
-		cols, err := rows.Columns()
+		set, err := tpcc.ScanRows(rows)
 		if err != nil {
 			return sets, err
-		}
-		var set [][]string
-		for rows.Next() {
-			vals := make([]sql.NullString, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				return sets, err
-			}
-			row := make([]string, len(cols))
-			for i, v := range vals {
-				row[i] = "NULL"
-				if v.Valid {
-					row[i] = v.String
-				}
-			}
-			set = append(set, row)
 		}
 		sets = append(sets, set)
 		if !rows.NextResultSet() {

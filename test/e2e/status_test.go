@@ -115,6 +115,7 @@ func TestStatusPage(t *testing.T) {
 		XSS       bool
 	}
 	const snapJS = `(() => {
+		if (!document.body) return {}; // the page is still loading
 		const t = id => { const e = document.getElementById(id); return e ? e.innerText : ''; };
 		const nodes = [...document.querySelectorAll('#nodes-body tr[data-node]')].map(r => ({
 			Node: r.dataset.node, Addr: r.dataset.addr, Role: r.dataset.role, Text: r.innerText,

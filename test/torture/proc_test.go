@@ -42,10 +42,11 @@ func buildKeyshard(t *testing.T, dir string) string {
 type keyshard struct {
 	name, addr, bin, url, logPath string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	want bool
-	done chan struct{} // closed when the supervisor has stopped
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited bool // cmd has ended (set after its Wait)
+	want   bool
+	done   chan struct{} // closed when the supervisor has stopped
 
 	failpoints atomic.Bool // starts may get KS_FAILPOINT (during the storm)
 	rng        *rand.Rand  // under mu
@@ -99,7 +100,7 @@ func (k *keyshard) supervise(ready chan<- error) {
 			}
 			return
 		}
-		k.cmd = cmd
+		k.cmd, k.exited = cmd, false
 		k.starts.Add(1)
 		k.mu.Unlock()
 		if first {
@@ -107,6 +108,9 @@ func (k *keyshard) supervise(ready chan<- error) {
 			first = false
 		}
 		_ = cmd.Wait()
+		k.mu.Lock()
+		k.exited = true // cmd.ProcessState is Wait's, not to be read under mu
+		k.mu.Unlock()
 		logf.Close()
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -116,7 +120,7 @@ func (k *keyshard) supervise(ready chan<- error) {
 func (k *keyshard) signal(sig syscall.Signal) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.cmd == nil || k.cmd.ProcessState != nil {
+	if k.cmd == nil || k.exited {
 		return false
 	}
 	return k.cmd.Process.Signal(sig) == nil

@@ -17,13 +17,9 @@ type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// Rows returns the rows of q on db as text.
-func Rows(ctx context.Context, db Querier, q string) ([][]string, error) {
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", q, err)
-	}
-	defer rows.Close()
+// ScanRows reads the rows of rows' current result set as text ("NULL"
+// for NULL).
+func ScanRows(rows *sql.Rows) ([][]string, error) {
 	cols, err := rows.Columns()
 	if err != nil {
 		return nil, err
@@ -46,6 +42,20 @@ func Rows(ctx context.Context, db Querier, q string) ([][]string, error) {
 			}
 		}
 		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Rows returns the rows of q on db as text.
+func Rows(ctx context.Context, db Querier, q string) ([][]string, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q, err)
+	}
+	defer rows.Close()
+	out, err := ScanRows(rows)
+	if err != nil {
+		return nil, err
 	}
 	return out, rows.Err()
 }
