@@ -98,9 +98,9 @@ func isWrite(k router.Kind) bool {
 // statements are sent, each branch's XA END and XA PREPARE and the first
 // leg's decision INSERT follow at once, before any answer is read: every
 // node works in one round trip. The first leg's COMMIT then makes the
-// decision durable (a second round trip, on one node), the client is
-// answered, and the branches' XA COMMITs run behind the answer
-// (Lease.CommitLater).
+// decision durable (a second round trip, on one node), then the
+// branches' XA COMMITs run, all at once (commitBranches), before the
+// client is answered.
 type atomicWrite struct {
 	e       *Engine
 	legs    []Leg
@@ -362,40 +362,17 @@ func (w *atomicWrite) commit() error {
 	}
 	w.outcome(true)
 	if w.xid != "" {
-		// Committed: the branches' XA COMMITs run behind the client's
-		// answer (a branch that fails stays prepared and recovery commits
-		// it by the decision); their connections are theirs now.
+		// Committed: the branches' XA COMMITs, before the answer (see
+		// commitBranches); a branch that fails stays prepared and
+		// recovery commits it by the decision. The legs' connections are
+		// released with the statement's.
 		conns := make([]*backend.Conn, 0, len(w.legs)-1)
-		pinned := w.e.Conns.Pinned()
-		inline := true // every branch on the session's own connection committed
 		for i := 1; i < len(w.legs); i++ {
-			if bc := w.legs[i].BC; bc == pinned {
-				// The session's own connection (a cursor, locks pin it):
-				// it stays the session's (CommitLater would give it back
-				// to its pool under the session), so its XA COMMIT runs
-				// now.
-				if _, err := bc.Exec("XA COMMIT " + branchID(w.xid, bc.Node())); err != nil {
-					bc.MarkBroken() // the branch stays prepared: recovery commits it by the decision
-					inline = false
-				}
-				continue
-			}
-			w.legs[i].observe(false)
 			conns = append(conns, w.legs[i].BC)
-			w.legs[i].gone = true
 		}
-		xa, xid := w.e.XA, w.xid
-		if len(conns) == 0 {
-			if inline {
-				xa.Done(xid)
-			}
-			return nil
+		if commitBranches(conns, func(bc *backend.Conn) string { return "XA COMMIT " + branchID(w.xid, bc.Node()) }) {
+			w.e.XA.Done(w.xid)
 		}
-		w.e.Conns.CommitLater(conns, func(bc *backend.Conn) string { return "XA COMMIT " + branchID(xid, bc.Node()) }, func(all bool) {
-			if all && inline {
-				xa.Done(xid)
-			}
-		})
 	}
 	return nil
 }

@@ -65,11 +65,6 @@ type Conns interface {
 	// pipelines; nil, nil: run it the usual way; an error: no connection
 	// could be had.
 	Pipe(n *backend.Node, p Purpose, sql []byte) (*backend.Turn, error)
-	// CommitLater runs the second phase q(bc) of a transaction whose
-	// decision is durable on conns, behind the client's answer; the
-	// session's next statement on their nodes waits for it; end gets
-	// whether all succeeded. The connections are given up to it.
-	CommitLater(conns []*backend.Conn, q func(bc *backend.Conn) string, end func(all bool))
 }
 
 // Last holds what the session's last statement reports through

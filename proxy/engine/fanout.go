@@ -369,7 +369,7 @@ func legConns(legs []Leg) []*backend.Conn {
 func (e *Engine) releaseLegs(legs []Leg) {
 	for i := range legs {
 		if legs[i].gone {
-			continue // counted when it went (retryLeg, CommitLater)
+			continue // counted when it went (retryLeg)
 		}
 		e.Diag.leg(&legs[i])
 		legs[i].observe(legs[i].BC.Broken())

@@ -75,7 +75,6 @@ func TestLeaseReadOnlyBranch(t *testing.T) {
 	if handled, err := l.EndTx(true); !handled || err != nil {
 		t.Fatalf("EndTx: %v %v", handled, err)
 	}
-	l.Await()
 	xid := "'ks-x-1-2-n1','n2'"
 	if got, want := en.fakes[0].commands(first.ThreadID()), []string{"BEGIN", "UPDATE t1", "COMMIT"}; !slices.Equal(got, want) {
 		t.Errorf("n1 received %q, want %q", got, want)

@@ -126,7 +126,6 @@ type Lease struct {
 	xid        string          // the XA transaction of a transaction over several nodes ("" none)
 	branches   []*backend.Conn // its branches on the nodes besides the pinned connection's
 	wrote      []bool          // branches[i] ran a statement that may write (else only reads: no second phase)
-	later      []*later        // second phases still running after the client's answer (see CommitLater)
 	status     uint16          // the server status of the session's last answer (see Status)
 	// txNext are the session's one-shot SET TRANSACTION statements that
 	// its next transaction takes (see NextTx); txNextFresh: just recorded.
@@ -361,7 +360,7 @@ func (l *Lease) acquire(n *backend.Node, p Purpose) (*backend.Conn, error) {
 // no statement time limit (its KILL would need the connection alone).
 func (l *Lease) Pipe(n *backend.Node, p Purpose, sql []byte) (*backend.Turn, error) {
 	if l.pinned != nil || l.txBegin != "" || l.sticky != "" || l.lockTables || l.cursors > 0 || !l.Vars.Autocommit ||
-		!l.Deadline.IsZero() || l.meta != nil || len(l.acOn) > 0 || len(l.branches) > 0 || len(l.later) > 0 {
+		!l.Deadline.IsZero() || l.meta != nil || len(l.acOn) > 0 || len(l.branches) > 0 {
 		return nil, nil
 	}
 	if n == nil {

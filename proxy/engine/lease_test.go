@@ -491,7 +491,6 @@ func TestLeaseBranches(t *testing.T) {
 			if !handled || err != nil {
 				t.Fatalf("EndTx: %v %v", handled, err)
 			}
-			l.Await() // the XA COMMIT runs behind EndTx
 			xid := "'ks-x-1-2-n1','n2'"
 			want1 := []string{"BEGIN", "UPDATE t1", "INSERT decision ks-x-1-2-n1", "COMMIT"}
 			want2 := []string{"XA START " + xid, "UPDATE t2", "XA END " + xid, "XA PREPARE " + xid, "XA COMMIT " + xid}

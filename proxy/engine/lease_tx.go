@@ -111,7 +111,7 @@ func (l *Lease) CommitImplicit() error {
 // wrote, no decision: the first node commits alone (one phase). Then the
 // first node's COMMIT makes the decision durable, the client is answered,
 // and the prepared branches' XA COMMITs run behind the answer
-// (CommitLater; recovery commits one that fails, by the decision).
+// (commitBranches; recovery commits one that fails, by the decision).
 func (l *Lease) commitBranches(first *backend.Conn) error {
 	xid := l.xid
 	if first == nil || first.Broken() {
@@ -228,12 +228,14 @@ func (l *Lease) commitBranches(first *backend.Conn) error {
 		first.MarkBroken()
 	}
 	xa := l.XA
-	xa.Outcome(true, 1+len(writers)) // before Done, which CommitLater's goroutine calls
-	l.CommitLater(writers, func(bc *backend.Conn) string { return "XA COMMIT " + branchID(xid, bc.Node()) }, func(all bool) {
-		if all {
-			xa.Done(xid)
-		}
-	})
+	xa.Outcome(true, 1+len(writers))
+	all := commitBranches(writers, func(bc *backend.Conn) string { return "XA COMMIT " + branchID(xid, bc.Node()) })
+	for _, bc := range writers {
+		l.putBack(bc)
+	}
+	if all {
+		xa.Done(xid) // else recovery commits the prepared ones by the decision
+	}
 	l.branches = nil
 	return nil
 }
@@ -341,9 +343,6 @@ func (l *Lease) endBranches() {
 // closed it while idle) is replaced once: nothing of the statement was
 // sent, and the pool pings its other idle connections before use now.
 func (l *Lease) synced(p *backend.Pool, acOn bool) (*backend.Conn, error) {
-	if len(l.later) > 0 {
-		l.await(p.Node()) // the session's own commits there first
-	}
 	f := backend.FlavorOf(l.Caps, l.Ext, l.Vars.DB)
 	for try := 0; ; try++ {
 		bc, err := p.GetBy(l.Ctx, l.Deadline, f) // the statement's time limit covers its wait
@@ -527,7 +526,6 @@ func (l *Lease) TakeLost() string {
 // COM_RESET_CONNECTION / COM_CHANGE_USER): cleaned with one reset (roll
 // back, drop temporary tables, locks and variables), or closed.
 func (l *Lease) End() {
-	l.Await()
 	if len(l.branches) > 0 {
 		l.rollbackBranches(nil) // the first node's transaction goes with the reset below
 		l.xid = ""
